@@ -1,0 +1,86 @@
+/*
+ * main.c - the `tessera` command: git-style subcommands, each a thin shell over the libraries.
+ * Exit status: 0 success, 2 for a malformed input or usage error, 1 for any other failure.
+ */
+#include "base/buf.h"
+#include "base/diag.h"
+#include "base/err.h"
+#include "sim/scenario.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCENARIO_MAX ((size_t)16 << 20)
+
+static void usage(FILE *f)
+{
+        fputs("usage: tessera <command> [args]\n\n"
+              "commands:\n"
+              "  sim FILE.yaml   run a scenario against a virtual cluster (SCENARIOS.md)\n"
+              "  help            show this text\n",
+              f);
+}
+
+static int read_file(const char *path, struct tsr_buf *out)
+{
+        FILE *f = fopen(path, "rb");
+        char chunk[65536];
+        size_t n;
+        int rc = 0;
+
+        if (!f)
+                return TSR_EIO;
+        out->max = SCENARIO_MAX;
+        while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+                rc = tsr_buf_add(out, chunk, n);
+        if (!rc && ferror(f))
+                rc = TSR_EIO;
+        fclose(f);
+        return rc;
+}
+
+static int cmd_sim(int argc, char **argv)
+{
+        struct tsr_buf text = TSR_BUF_INIT, out = TSR_BUF_INIT;
+        struct tsr_diag diag;
+        int rc;
+
+        if (argc != 2) {
+                fputs("usage: tessera sim FILE.yaml\n", stderr);
+                return 2;
+        }
+        rc = read_file(argv[1], &text);
+        if (rc) {
+                fprintf(stderr, "%s: %s\n", argv[1],
+                        rc == TSR_ETOOBIG ? "larger than 16 MiB" : "cannot read the file");
+                tsr_buf_release(&text);
+                return 2;
+        }
+        rc = sim_scenario_run(argv[1], text.ptr, text.len, &out, &diag);
+        fwrite(out.ptr, 1, out.len, stdout);
+        fflush(stdout);
+        if (rc)
+                fprintf(stderr, "%s:%u: %s\n", argv[1], diag.line ? diag.line : 1,
+                        diag.msg[0] ? diag.msg : tsr_strerror(rc));
+        tsr_buf_release(&text);
+        tsr_buf_release(&out);
+        return rc ? 2 : 0;
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                usage(stderr);
+                return 2;
+        }
+        if (!strcmp(argv[1], "sim"))
+                return cmd_sim(argc - 1, argv + 1);
+        if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+                usage(stdout);
+                return 0;
+        }
+        fprintf(stderr, "tessera: unknown command \"%s\"\n", argv[1]);
+        usage(stderr);
+        return 2;
+}

@@ -1,0 +1,191 @@
+/*
+ * keys.c - resource key composition and classification (upstream ResourceFamilyOf). The suffix
+ * table is TSR_KEY_KIND_MAP; the longest matching suffix wins, so ".sliced.units" is never read as
+ * ".sliced" plus garbage.
+ */
+#include "core/keys.h"
+
+#include "base/err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define VISIBILITY_PREFIX "device.gpustack.ai/"
+#define VISIBILITY_SUFFIX ".visibility"
+
+struct kind_row {
+        enum tsr_key_kind kind;
+        const char *suffix;
+        enum tsr_family family;
+};
+
+static const struct kind_row kinds[] = {
+#define XX(E, suffix, fam) {TSR_KEY_##E, suffix, TSR_FAMILY_##fam},
+    TSR_KEY_KIND_MAP(XX)
+#undef XX
+};
+
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+enum tsr_family tsr_key_family(enum tsr_key_kind kind)
+{
+        if (kind == TSR_KEY_PARTITIONED_PROFILE)
+                return TSR_FAMILY_PARTITIONED;
+        if (kind == TSR_KEY_VISIBILITY)
+                return TSR_FAMILY_VISIBILITY;
+        for (size_t i = 0; i < NKINDS; i++)
+                if (kinds[i].kind == kind)
+                        return kinds[i].family;
+        return TSR_FAMILY_NONE;
+}
+
+const char *tsr_family_name(enum tsr_family f)
+{
+        switch (f) {
+        case TSR_FAMILY_EXCLUSIVE:
+                return "exclusive";
+        case TSR_FAMILY_SHARED:
+                return "shared";
+        case TSR_FAMILY_SLICED:
+                return "sliced";
+        case TSR_FAMILY_PARTITIONED:
+                return "partitioned";
+        case TSR_FAMILY_VISIBILITY:
+                return "visibility";
+        case TSR_FAMILY_NONE:
+                break;
+        }
+        return "none";
+}
+
+static bool is_alnum(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool tsr_key_is_name_segment(const char *s, size_t len)
+{
+        if (len == 0 || len > 63)
+                return false;
+        if (!is_alnum(s[0]) || !is_alnum(s[len - 1]))
+                return false;
+        for (size_t i = 1; i + 1 < len; i++)
+                if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+                        return false;
+        return true;
+}
+
+static bool is_dns1123_subdomain(const char *s, size_t len)
+{
+        if (len == 0 || len > 253)
+                return false;
+        for (size_t i = 0; i < len; i++) {
+                char c = s[i];
+                bool lower = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+                if (!lower && c != '-' && c != '.')
+                        return false;
+                if ((i == 0 || i + 1 == len) && !lower)
+                        return false;
+        }
+        return true;
+}
+
+bool tsr_key_is_resource_name(const char *s)
+{
+        const char *slash = strchr(s, '/');
+
+        if (!slash)
+                return tsr_key_is_name_segment(s, strlen(s));
+        if (strchr(slash + 1, '/'))
+                return false;
+        return is_dns1123_subdomain(s, (size_t)(slash - s)) &&
+               tsr_key_is_name_segment(slash + 1, strlen(slash + 1));
+}
+
+static void classify_visibility(const char *name, struct tsr_key_class *out)
+{
+        size_t plen = strlen(VISIBILITY_PREFIX), slen = strlen(VISIBILITY_SUFFIX);
+        size_t len = strlen(name);
+        char key[64];
+
+        if (len <= plen + slen || strncmp(name, VISIBILITY_PREFIX, plen) != 0 ||
+            strcmp(name + len - slen, VISIBILITY_SUFFIX) != 0)
+                return;
+        if (len - plen - slen >= sizeof(key))
+                return;
+        memcpy(key, name + plen, len - plen - slen);
+        key[len - plen - slen] = '\0';
+        out->manufacturer = tsr_catalog_manufacturer_by_key(key);
+        if (out->manufacturer)
+                out->kind = TSR_KEY_VISIBILITY;
+}
+
+void tsr_key_classify(const char *name, struct tsr_key_class *out)
+{
+        out->kind = TSR_KEY_NONE;
+        out->manufacturer = NULL;
+        out->profile = NULL;
+        out->profile_len = 0;
+
+        for (int id = 0; id < TSR_MFR__COUNT; id++) {
+                const struct tsr_manufacturer *m = tsr_catalog_manufacturer(id);
+                size_t blen = strlen(m->base);
+                const char *rest;
+
+                if (strncmp(name, m->base, blen) != 0)
+                        continue;
+                rest = name + blen;
+                for (size_t i = 0; i < NKINDS; i++) {
+                        if (strcmp(rest, kinds[i].suffix) != 0)
+                                continue;
+                        if (kinds[i].family == TSR_FAMILY_PARTITIONED && !m->partition_kind)
+                                return;
+                        out->kind = kinds[i].kind;
+                        out->manufacturer = m;
+                        return;
+                }
+                if (m->partition_kind && strncmp(rest, ".partitioned.", 13) == 0) {
+                        const char *p = rest + 13;
+                        size_t klen = strlen(m->partition_kind);
+
+                        if (strncmp(p, m->partition_kind, klen) == 0 && p[klen] == '-' &&
+                            p[klen + 1] != '\0') {
+                                out->kind = TSR_KEY_PARTITIONED_PROFILE;
+                                out->manufacturer = m;
+                                out->profile = p + klen + 1;
+                                out->profile_len = strlen(out->profile);
+                        }
+                }
+                return;
+        }
+        classify_visibility(name, out);
+}
+
+int tsr_key_format(char *out, const struct tsr_manufacturer *m, enum tsr_key_kind kind,
+                   const char *profile)
+{
+        char tmp[TSR_KEY_MAX];
+        int n = -1;
+
+        if (kind == TSR_KEY_VISIBILITY) {
+                n = snprintf(tmp, sizeof(tmp), VISIBILITY_PREFIX "%s" VISIBILITY_SUFFIX, m->key);
+        } else if (kind == TSR_KEY_PARTITIONED_PROFILE) {
+                if (!m->partition_kind || !profile)
+                        return TSR_EINVAL;
+                n = snprintf(tmp, sizeof(tmp), "%s.partitioned.%s-%s", m->base, m->partition_kind,
+                             profile);
+        } else {
+                for (size_t i = 0; i < NKINDS; i++) {
+                        if (kinds[i].kind != kind)
+                                continue;
+                        if (kinds[i].family == TSR_FAMILY_PARTITIONED && !m->partition_kind)
+                                return TSR_EINVAL;
+                        n = snprintf(tmp, sizeof(tmp), "%s%s", m->base, kinds[i].suffix);
+                }
+        }
+        if (n < 0 || (size_t)n >= sizeof(tmp) || !tsr_key_is_resource_name(tmp))
+                return TSR_EINVAL;
+        memcpy(out, tmp, (size_t)n + 1);
+        return 0;
+}

@@ -1,0 +1,131 @@
+/*
+ * ledger.c - folding allocation records into per-accelerator ledgers.
+ */
+#include "core/ledger.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+
+const char *tsr_mode_name(enum tsr_mode m)
+{
+        switch (m) {
+        case TSR_MODE_EXCLUSIVE:
+                return "Exclusive";
+        case TSR_MODE_SHARED:
+                return "Shared";
+        case TSR_MODE_SLICED:
+                return "Sliced";
+        case TSR_MODE_PARTITIONED:
+                return "Partitioned";
+        case TSR_MODE_NONE:
+                break;
+        }
+        return "None";
+}
+
+static int64_t record_charge(const struct tsr_alloc_record *r)
+{
+        switch (r->mode) {
+        case TSR_MODE_EXCLUSIVE:
+                return TSR_UNITS_PER_ACCEL;
+        case TSR_MODE_SHARED:
+                return TSR_UNITS_PER_SHARE * (int64_t)(r->shares ? r->shares : 1);
+        case TSR_MODE_SLICED:
+        case TSR_MODE_PARTITIONED:
+                return r->units;
+        case TSR_MODE_NONE:
+                break;
+        }
+        return 0;
+}
+
+int tsr_ledger_build(const struct tsr_accel_cap *caps, size_t n,
+                     const struct tsr_alloc_record *recs, size_t nrec, struct tsr_accel_ledger *out,
+                     struct tsr_diag *diag)
+{
+        for (size_t i = 0; i < n; i++) {
+                out[i].mode = TSR_MODE_NONE;
+                out[i].allocated = 0;
+                out[i].remaining = TSR_UNITS_PER_ACCEL;
+                out[i].allocated_slices = 0;
+                out[i].live.n = 0;
+        }
+        for (size_t k = 0; k < nrec; k++) {
+                const struct tsr_alloc_record *r = &recs[k];
+                struct tsr_accel_ledger *l;
+
+                if (r->accel >= n)
+                        return tsr_diag_set(diag, TSR_EINVAL,
+                                            "allocation record names accelerator %u of %zu",
+                                            r->accel, n);
+                if (r->mode == TSR_MODE_NONE)
+                        continue;
+                if (r->finished && r->mode != TSR_MODE_PARTITIONED)
+                        continue;
+                l = &out[r->accel];
+                if (r->mode == TSR_MODE_PARTITIONED) {
+                        if (r->profile < 0 || !caps[r->accel].product ||
+                            tsr_geometry_add(caps[r->accel].product, &l->live, (unsigned)r->profile,
+                                             r->start) != 0)
+                                return tsr_diag_set(diag, TSR_EINVAL,
+                                                    "accelerator %u cannot hold the recorded "
+                                                    "partition at slice %u",
+                                                    r->accel, r->start);
+                }
+                if (r->mode == TSR_MODE_SLICED)
+                        l->allocated_slices++;
+                if (l->mode == TSR_MODE_NONE)
+                        l->mode = r->mode;
+                l->allocated += record_charge(r);
+                l->remaining = TSR_UNITS_PER_ACCEL - l->allocated;
+                if (l->remaining < 0)
+                        l->remaining = 0;
+        }
+        return 0;
+}
+
+int tsr_ledger_check(const struct tsr_accel_cap *cap, const struct tsr_accel_ledger *l,
+                     struct tsr_diag *diag)
+{
+        int64_t expect = TSR_UNITS_PER_ACCEL - l->allocated;
+
+        if (expect < 0)
+                expect = 0;
+        if (l->remaining != expect || l->remaining < 0 || l->remaining > TSR_UNITS_PER_ACCEL)
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "accelerator %u: remaining %lld is not "
+                                    "M - allocated",
+                                    cap->index, (long long)l->remaining);
+        if (l->allocated > TSR_UNITS_PER_ACCEL)
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "accelerator %u: charged %lld units past "
+                                    "its budget",
+                                    cap->index, (long long)l->allocated);
+        if (cap->partitioned && l->mode != TSR_MODE_NONE && l->mode != TSR_MODE_PARTITIONED)
+                return tsr_diag_set(diag, TSR_ESTALE, "accelerator %u: partitioned but held %s",
+                                    cap->index, tsr_mode_name(l->mode));
+        if (!cap->partitioned && (l->mode == TSR_MODE_PARTITIONED || l->live.n))
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "accelerator %u: unpartitioned but holds partitions",
+                                    cap->index);
+        if (l->allocated_slices > cap->slice_slots)
+                return tsr_diag_set(diag, TSR_ESTALE, "accelerator %u: %u slices past its %u slots",
+                                    cap->index, l->allocated_slices, cap->slice_slots);
+        if (cap->partitioned) {
+                uint32_t seen = 0;
+
+                for (unsigned i = 0; i < l->live.n; i++) {
+                        const struct tsr_mig_instance *in = &l->live.inst[i];
+                        const struct tsr_mig_profile *mp = &cap->product->profiles[in->profile];
+                        uint32_t span = tsr_geometry_span(in->start, mp->size);
+
+                        if (!((mp->starts >> in->start) & 1u) || (seen & span))
+                                return tsr_diag_set(diag, TSR_ESTALE,
+                                                    "accelerator %u: placement %u:%u illegal or "
+                                                    "overlapping",
+                                                    cap->index, in->start, mp->size);
+                        seen |= span;
+                }
+        }
+        return 0;
+}

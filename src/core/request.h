@@ -1,0 +1,94 @@
+/*
+ * request.h - gate 1: a Pod's accelerator request, judged and folded (the Pod webhook's logic).
+ *
+ * Input is the Pod's containers with their resource lists (requests are read first, falling back
+ * to limits) and the pool the Pod's queue fronts. Output is data: the family, field errors in the
+ * upstream wording (spec/upstream-behavior.md §2), and the edits the mutating half makes: the
+ * recomputed .sliced.units / .partitioned.units and the defaulted .sliced.cores-percentage,
+ * written to both requests and limits. "Exactly 1" is an exact quantity comparison ("1m" is not
+ * 1). The memory divisor is the pool InstanceType's per-accelerator memory, never the LocalQueue.
+ * Pure; every string in the input is borrowed for the duration of the call.
+ */
+#ifndef TSR_CORE_REQUEST_H
+#define TSR_CORE_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/quantity.h"
+#include "core/keys.h"
+#include "core/views.h"
+
+struct tsr_diag;
+
+#define TSR_RES_MAX          32
+#define TSR_CONTAINERS_MAX   32
+#define TSR_FIELD_ERRORS_MAX 16
+#define TSR_EDITS_MAX        8
+#define TSR_FIELD_ERROR_LEN  512
+
+enum tsr_container_group {
+        TSR_CG_APP,     /* spec.containers */
+        TSR_CG_INIT,    /* spec.initContainers without restartPolicy: Always */
+        TSR_CG_SIDECAR, /* spec.initContainers with restartPolicy: Always */
+};
+
+struct tsr_res_item {
+        const char *key;  /* borrowed */
+        const char *text; /* borrowed: the quantity as written */
+        struct tsr_quantity q;
+};
+
+struct tsr_container_req {
+        const char *name; /* borrowed */
+        enum tsr_container_group group;
+        unsigned index; /* position in its spec list */
+        size_t n_limits, n_requests;
+        struct tsr_res_item limits[TSR_RES_MAX];
+        struct tsr_res_item requests[TSR_RES_MAX];
+};
+
+struct tsr_pod_req {
+        size_t n;
+        struct tsr_container_req c[TSR_CONTAINERS_MAX];
+};
+
+/* What the InstanceType fronting the Pod's queue provides. */
+struct tsr_fold_pool {
+        const struct tsr_manufacturer *manufacturer;
+        uint64_t memory_mib;                       /* per-accelerator memory */
+        size_t n_profiles;                         /* offered partition profiles */
+        const struct tsr_profile_figure *profiles; /* name + memoryMib */
+};
+
+struct tsr_res_edit {
+        unsigned container; /* index into tsr_pod_req.c */
+        char key[TSR_KEY_MAX];
+        int64_t value;
+};
+
+struct tsr_request_verdict {
+        enum tsr_family family; /* the Pod's accelerator family, NONE without one */
+        int container;          /* index of the slicing container, -1 if none */
+        const char *profile;    /* partition: the profile requested (into the input) */
+        int64_t units;          /* the folded units, 0 when none */
+        size_t n_errors;
+        char errors[TSR_FIELD_ERRORS_MAX][TSR_FIELD_ERROR_LEN];
+        size_t n_edits;
+        struct tsr_res_edit edits[TSR_EDITS_MAX];
+};
+
+/*
+ * Judges and folds pod against pool into *out. Returns 0 when it decided (out->n_errors == 0 is
+ * an admit), or TSR_EINVAL when the input is unusable (diag says why).
+ */
+int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_pool *pool,
+                         struct tsr_request_verdict *out, struct tsr_diag *diag);
+
+/*
+ * Joins the verdict's field errors the way apimachinery's aggregate prints them: one error alone,
+ * several as "[e1, e2]". Writes at most len bytes (NUL included) into buf and returns buf.
+ */
+char *tsr_request_message(const struct tsr_request_verdict *v, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * pod_spec.c - Pod JSON <-> core request model.
+ */
+#include "sim/pod_spec.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int read_list(json_t *res, const char *which, struct tsr_res_item *items, size_t *n,
+                     struct pod_spec_text *text, const char *where, struct tsr_diag *diag)
+{
+        json_t *map = json_object_get(res, which), *v;
+        const char *key;
+
+        *n = 0;
+        if (!map)
+                return 0;
+        if (!json_is_object(map))
+                return tsr_diag_set(diag, TSR_EPARSE, "%s.resources.%s must be a map", where,
+                                    which);
+        json_object_foreach(map, key, v)
+        {
+                struct tsr_res_item *it;
+                const char *s;
+
+                if (*n >= TSR_RES_MAX)
+                        return tsr_diag_set(diag, TSR_ETOOBIG, "%s: more than %d resources", where,
+                                            TSR_RES_MAX);
+                it = &items[*n];
+                if (json_is_string(v)) {
+                        s = json_string_value(v);
+                } else if (json_is_integer(v) &&
+                           text->n < sizeof(text->values) / sizeof(text->values[0])) {
+                        snprintf(text->values[text->n], sizeof(text->values[0]), "%lld",
+                                 (long long)json_integer_value(v));
+                        s = text->values[text->n++];
+                } else {
+                        return tsr_diag_set(diag, TSR_EPARSE,
+                                            "%s.resources.%s[%s]: not a "
+                                            "quantity",
+                                            where, which, key);
+                }
+                if (tsr_quantity_parse(s, &it->q, NULL) != 0)
+                        return tsr_diag_set(diag, TSR_EPARSE,
+                                            "%s.resources.%s[%s]: \"%s\" is "
+                                            "not a quantity",
+                                            where, which, key, s);
+                it->key = key;
+                it->text = s;
+                (*n)++;
+        }
+        return 0;
+}
+
+static int read_containers(json_t *list, bool init, struct tsr_pod_req *out,
+                           struct pod_spec_text *text, struct tsr_diag *diag)
+{
+        size_t i;
+        json_t *c;
+
+        if (list && !json_is_array(list))
+                return tsr_diag_set(diag, TSR_EPARSE, "spec.%s must be a list",
+                                    init ? "initContainers" : "containers");
+        json_array_foreach(list, i, c)
+        {
+                struct tsr_container_req *r;
+                const char *policy = json_string_value(json_object_get(c, "restartPolicy"));
+                json_t *res = json_object_get(c, "resources");
+                char where[64];
+                int rc;
+
+                if (out->n >= TSR_CONTAINERS_MAX)
+                        return tsr_diag_set(diag, TSR_ETOOBIG, "more than %d containers",
+                                            TSR_CONTAINERS_MAX);
+                r = &out->c[out->n];
+                memset(r, 0, sizeof(*r));
+                r->name = json_string_value(json_object_get(c, "name"));
+                if (!r->name)
+                        return tsr_diag_set(diag, TSR_EPARSE, "spec.%s[%zu].name: Required value",
+                                            init ? "initContainers" : "containers", i);
+                r->group = !init                                   ? TSR_CG_APP
+                           : (policy && !strcmp(policy, "Always")) ? TSR_CG_SIDECAR
+                                                                   : TSR_CG_INIT;
+                r->index = (unsigned)i;
+                snprintf(where, sizeof(where), "spec.%s[%zu]",
+                         init ? "initContainers" : "containers", i);
+                rc = read_list(res, "limits", r->limits, &r->n_limits, text, where, diag);
+                if (!rc)
+                        rc = read_list(res, "requests", r->requests, &r->n_requests, text, where,
+                                       diag);
+                if (rc)
+                        return rc;
+                out->n++;
+        }
+        return 0;
+}
+
+int pod_spec_read(json_t *pod, struct tsr_pod_req *out, struct pod_spec_text *text,
+                  struct tsr_diag *diag)
+{
+        json_t *spec = json_object_get(pod, "spec");
+        int rc;
+
+        out->n = 0;
+        text->n = 0;
+        rc = read_containers(json_object_get(spec, "initContainers"), true, out, text, diag);
+        if (!rc)
+                rc = read_containers(json_object_get(spec, "containers"), false, out, text, diag);
+        return rc;
+}
+
+int pod_spec_apply_edit(json_t *pod, const struct tsr_pod_req *req, const struct tsr_res_edit *e)
+{
+        const struct tsr_container_req *r = &req->c[e->container];
+        const char *list = r->group == TSR_CG_APP ? "containers" : "initContainers";
+        json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), list), r->index);
+        json_t *res = json_object_get(c, "resources");
+        const char *which[2] = {"requests", "limits"};
+        char value[32];
+
+        if (!c)
+                return TSR_EINVAL;
+        if (!res) {
+                res = json_object();
+                if (!res || json_object_set_new(c, "resources", res))
+                        return TSR_ENOMEM;
+        }
+        snprintf(value, sizeof(value), "%lld", (long long)e->value);
+        for (int w = 0; w < 2; w++) {
+                json_t *map = json_object_get(res, which[w]);
+
+                if (!map) {
+                        map = json_object();
+                        if (!map || json_object_set_new(res, which[w], map))
+                                return TSR_ENOMEM;
+                }
+                if (json_object_set_new(map, e->key, json_string(value)))
+                        return TSR_ENOMEM;
+        }
+        return 0;
+}
+
+static int64_t item_value(const struct tsr_container_req *c, const char *name, bool milli)
+{
+        const struct tsr_res_item *lists[2] = {c->requests, c->limits};
+        size_t counts[2] = {c->n_requests, c->n_limits};
+
+        for (int l = 0; l < 2; l++) {
+                for (size_t i = 0; i < counts[l]; i++) {
+                        int64_t v = 0;
+
+                        if (strcmp(lists[l][i].key, name) != 0)
+                                continue;
+                        if (milli ? tsr_quantity_milli(&lists[l][i].q, &v)
+                                  : tsr_quantity_value(&lists[l][i].q, &v))
+                                return INT64_MAX;
+                        return v;
+                }
+        }
+        return 0;
+}
+
+int64_t pod_spec_request(const struct tsr_pod_req *req, const char *name, bool milli)
+{
+        int64_t app = 0, init = 0;
+
+        for (size_t i = 0; i < req->n; i++) {
+                int64_t v = item_value(&req->c[i], name, milli);
+
+                if (req->c[i].group == TSR_CG_INIT) {
+                        if (v > init)
+                                init = v;
+                } else if (v > INT64_MAX - app) {
+                        app = INT64_MAX;
+                } else {
+                        app += v;
+                }
+        }
+        return app > init ? app : init;
+}

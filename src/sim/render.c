@@ -1,0 +1,530 @@
+/*
+ * render.c - kubectl presentations of the virtual cluster's objects.
+ */
+#include "sim/render.h"
+
+#include "base/buf.h"
+#include "base/diag.h"
+#include "base/err.h"
+#include "base/quantity.h"
+#include "core/instancetype.h"
+#include "sim/table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *qty(int64_t v, enum tsr_qformat f)
+{
+        char s[TSR_QUANTITY_STR_MAX];
+        struct tsr_quantity q = tsr_quantity_from_int(v, f);
+
+        return json_string(tsr_quantity_format(&q, s));
+}
+
+static int dump(json_t *v, struct tsr_buf *out)
+{
+        char *s = json_dumps(v, JSON_INDENT(4) | JSON_SORT_KEYS);
+        int rc;
+
+        json_decref(v);
+        if (!s)
+                return TSR_ENOMEM;
+        rc = tsr_buf_addf(out, "%s\n", s);
+        free(s);
+        return rc;
+}
+
+/* ---- InstanceTypes ------------------------------------------------------------------------ */
+
+static json_t *view_json(const struct tsr_view *v)
+{
+        return json_pack("{s:I, s:I, s:I}", "capacity", (json_int_t)v->capacity, "onceMaxRequest",
+                         (json_int_t)v->once_max, "remaining", (json_int_t)v->remaining);
+}
+
+static json_t *profiles_json(const struct tsr_profile_figure *p, size_t n, bool memory)
+{
+        json_t *a = json_array();
+
+        for (size_t i = 0; i < n; i++) {
+                json_t *o =
+                    json_pack("{s:s, s:I}", "name", p[i].name, "count", (json_int_t)p[i].count);
+
+                if (memory)
+                        json_object_set_new(o, "memoryMib",
+                                            json_integer((json_int_t)p[i].memory_mib));
+                json_array_append_new(a, o);
+        }
+        return a;
+}
+
+static json_t *instancetype_json(const struct sim_pool *p, const struct tsr_pool_views *v,
+                                 const struct tsr_view *cpu)
+{
+        struct tsr_unit_spec u = tsr_instancetype_unit(p->product);
+        json_t *spec, *status, *detail, *logical, *physical, *pt;
+        char group[TSR_NAME_MAX], ram[16], storage[16];
+
+        snprintf(ram, sizeof(ram), "%uGi", u.ram_gib);
+        snprintf(storage, sizeof(storage), "%uGi", u.storage_gib);
+        spec = json_pack("{s:s, s:s, s:{s:I, s:s}, s:s, s:b}", "os", p->os, "arch", p->arch,
+                         "unitResources", "cpu", (json_int_t)u.cpu, "ram", ram, "localStorage",
+                         storage, "acceleratable", p->product != NULL);
+        if (p->product) {
+                tsr_instancetype_accel_key(p->product, group, sizeof(group));
+                json_object_set_new(spec, "acceleratorGroup", json_string(group));
+                json_object_set_new(spec, "memory", json_integer((json_int_t)p->product->vram_mib));
+        } else {
+                json_object_set_new(spec, "generalGroup", json_string("generic"));
+        }
+        logical = json_object();
+        if (v->logical_present) {
+                json_object_set_new(logical, "coresPercentageOvercommit",
+                                    json_boolean(v->logical_overcommit));
+                json_object_set_new(logical, "count", json_integer(v->logical_count));
+        }
+        physical = json_object();
+        if (v->physical_present) {
+                json_object_set_new(physical, "count", json_integer(v->physical_count));
+                json_object_set_new(physical, "profiles",
+                                    profiles_json(v->physical_profiles, v->n_profiles, true));
+        }
+        detail =
+            json_pack("{s:{s:o, s:o}}", "slicedDetail", "logical", logical, "physical", physical);
+        pt = view_json(&v->pt);
+        json_object_set_new(pt, "remainingProfiles",
+                            profiles_json(v->remaining_profiles, v->n_profiles, false));
+        json_object_set_new(pt, "allocatedProfiles",
+                            profiles_json(v->allocated_profiles, v->n_profiles, false));
+        status =
+            json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:s, s:o}", "accelerator", view_json(&v->ex),
+                      "acceleratorShared", view_json(&v->sh), "acceleratorSliced",
+                      view_json(&v->sl), "acceleratorPartitioned", pt, "cpu", view_json(cpu),
+                      "entrance", p->entrance, "phase", "Active", "detail", detail);
+        return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:o, s:o}", "apiVersion",
+                         "worker.gpustack.ai/v1alpha1", "kind", "InstanceType", "metadata", "name",
+                         p->name, "labels", "schedule.gpustack.ai/queue-entrance", p->entrance,
+                         "spec", spec, "status", status);
+}
+
+static void view_cell(const struct tsr_view *v, char *out, size_t len)
+{
+        snprintf(out, len, "%lld/%lld", (long long)v->once_max, (long long)v->remaining);
+}
+
+int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, const char *output,
+                             struct tsr_buf *out, struct tsr_diag *diag)
+{
+        struct sim_pool pools[SIM_POOLS_MAX];
+        static struct sim_table t;
+        bool wide = output && !strcmp(output, "wide");
+        bool json = output && !strcmp(output, "json");
+        const char *header[] = {
+            "NAME", "ENTRANCE", "UNIT(CPU/RAM)/STORAGE",    "ACCELERATOR(EX/SH/SL/PT)",
+            "CPU",  "PHASE",    wide ? "PARTITIONS" : NULL, NULL};
+        json_t *items = json_array();
+        size_t np, shown = 0;
+        int rc = 0;
+
+        tsr_cluster_pools(c, pools, &np);
+        sim_table_init(&t, header);
+        for (size_t i = 0; i < np && !rc; i++) {
+                struct tsr_pool_views v;
+                struct tsr_view cpu;
+                struct tsr_unit_spec u = tsr_instancetype_unit(pools[i].product);
+                char unit[64], acc[160], cpucell[48], ex[32], sh[32], sl[32], pt[32];
+                char parts[SIM_CELL_MAX] = "";
+                size_t o = 0;
+
+                if (name && strcmp(name, pools[i].name))
+                        continue;
+                rc = tsr_cluster_pool_views(c, &pools[i], &v, diag);
+                if (rc)
+                        break;
+                tsr_cluster_pool_cpu(c, &pools[i], &cpu);
+                shown++;
+                if (json) {
+                        json_array_append_new(items, instancetype_json(&pools[i], &v, &cpu));
+                        continue;
+                }
+                snprintf(unit, sizeof(unit), "%u/%uGi/%uGi", u.cpu, u.ram_gib, u.storage_gib);
+                view_cell(&v.ex, ex, sizeof(ex));
+                view_cell(&v.sh, sh, sizeof(sh));
+                view_cell(&v.sl, sl, sizeof(sl));
+                view_cell(&v.pt, pt, sizeof(pt));
+                snprintf(acc, sizeof(acc), "%s %s %s %s", ex, sh, sl, pt);
+                view_cell(&cpu, cpucell, sizeof(cpucell));
+                for (size_t k = 0; k < v.n_profiles && o < sizeof(parts); k++) {
+                        int n = snprintf(parts + o, sizeof(parts) - o, "%s%s:%lld", k ? "," : "",
+                                         v.remaining_profiles[k].name,
+                                         (long long)v.remaining_profiles[k].count);
+                        if (n < 0)
+                                break;
+                        o += (size_t)n;
+                }
+                const char *row[] = {pools[i].name,
+                                     pools[i].entrance,
+                                     unit,
+                                     acc,
+                                     cpucell,
+                                     "Active",
+                                     v.n_profiles ? parts : "<none>"};
+                sim_table_row(&t, row);
+        }
+        if (!rc && name && !shown)
+                rc = tsr_buf_addf(out,
+                                  "Error from server (NotFound): instancetypes.worker."
+                                  "gpustack.ai \"%s\" not found\n",
+                                  name);
+        else if (!rc && json)
+                rc = dump(name ? json_incref(json_array_get(items, 0))
+                               : json_pack("{s:s, s:s, s:O}", "apiVersion", "v1", "kind", "List",
+                                           "items", items),
+                          out);
+        else if (!rc)
+                rc = sim_table_print(&t, out);
+        json_decref(items);
+        return rc;
+}
+
+/* ---- Node --------------------------------------------------------------------------------- */
+
+int sim_render_node(const struct tsr_cluster *c, size_t node, struct tsr_buf *out,
+                    struct tsr_diag *diag)
+{
+        const struct sim_node *n = &c->nodes[node];
+        struct tsr_node_keys keys;
+        json_t *cap, *alloc, *labels;
+        int rc = tsr_cluster_node_keys(c, node, &keys, diag);
+
+        if (rc)
+                return rc;
+        cap = json_object();
+        json_object_set_new(cap, "cpu", qty(n->cpu_milli / 1000, TSR_QF_DECIMAL_SI));
+        json_object_set_new(cap, "memory", qty(n->memory_bytes, TSR_QF_BINARY_SI));
+        json_object_set_new(cap, "pods", json_string("110"));
+        for (size_t i = 0; i < keys.n; i++)
+                json_object_set_new(cap, keys.keys[i].name,
+                                    qty(keys.keys[i].capacity, TSR_QF_DECIMAL_SI));
+        alloc = json_deep_copy(cap);
+        for (size_t i = 0; i < keys.n; i++)
+                json_object_set_new(alloc, keys.keys[i].name,
+                                    qty(keys.keys[i].allocatable, TSR_QF_DECIMAL_SI));
+        labels =
+            json_pack("{s:s, s:s, s:s, s:s}", "kubernetes.io/hostname", n->name, "kubernetes.io/os",
+                      n->os, "kubernetes.io/arch", n->arch, "gpustack.ai/managed", "true");
+        return dump(json_pack("{s:s, s:s, s:{s:s, s:o}, s:{s:o, s:o}}", "apiVersion", "v1", "kind",
+                              "Node", "metadata", "name", n->name, "labels", labels, "status",
+                              "capacity", cap, "allocatable", alloc),
+                    out);
+}
+
+/* ---- Devices ------------------------------------------------------------------------------ */
+
+static void cap_summary(const struct tsr_accel_cap *cap, char *out, size_t len)
+{
+        size_t o;
+
+        if (!cap->partitioned) {
+                snprintf(out, len, "{\"coresPercentageOvercommit\": %s, \"count\": %u}",
+                         cap->cores_overcommit ? "true" : "false", cap->slice_slots);
+                return;
+        }
+        o = (size_t)snprintf(out, len, "count=%u profiles=", tsr_capability_partition_count(cap));
+        for (unsigned i = 0, first = 1; i < cap->product->n_profiles && o < len; i++) {
+                int n;
+
+                if (!((cap->offered >> i) & 1u))
+                        continue;
+                n = snprintf(out + o, len - o, "%s%s(%u)", first ? "" : ",",
+                             cap->product->profiles[i].name,
+                             tsr_capability_profile_ceiling(cap, i));
+                if (n < 0)
+                        return;
+                o += (size_t)n;
+                first = 0;
+        }
+}
+
+static void index_list(const struct sim_node *n, bool partitioned, char *out, size_t len)
+{
+        size_t o = 0;
+        bool any = false;
+
+        out[0] = '\0';
+        for (unsigned g = 0; g < n->gpu_count && o < len; g++) {
+                int k;
+
+                if (n->caps[g].partitioned != partitioned)
+                        continue;
+                k = snprintf(out + o, len - o, "%s%u", any ? ", " : "[", g);
+                if (k < 0)
+                        return;
+                o += (size_t)k;
+                any = true;
+        }
+        snprintf(out + o, len - o, "%s", any ? "]" : "-");
+}
+
+static int devices_summary(const struct sim_node *n, struct tsr_buf *out)
+{
+        char label[SIM_GPUS_MAX][32], body[SIM_GPUS_MAX][1024], sliceable[512], parted[512];
+        size_t width = 0;
+        int rc;
+
+        index_list(n, false, sliceable, sizeof(sliceable));
+        index_list(n, true, parted, sizeof(parted));
+        rc = tsr_buf_addf(out,
+                          "group %s: %u GPU(s); logically sliceable indices %s; "
+                          "partitioned indices %s\n",
+                          n->product->name, n->gpu_count, sliceable, parted);
+        for (unsigned g = 0; g < n->gpu_count; g++) {
+                snprintf(label[g], sizeof(label[g]), "GPU %u %s:", g,
+                         n->caps[g].partitioned ? "partitioned" : "logicalSliced");
+                if (strlen(label[g]) > width)
+                        width = strlen(label[g]);
+                cap_summary(&n->caps[g], body[g], sizeof(body[g]));
+        }
+        /* A run of more than two lines identical to the one before them folds into one. */
+        for (unsigned g = 0; g < n->gpu_count && !rc;) {
+                unsigned run = g + 1;
+
+                while (run < n->gpu_count && n->caps[run].partitioned == n->caps[g].partitioned &&
+                       !strcmp(body[run], body[g]))
+                        run++;
+                rc = tsr_buf_addf(out, "  %-*s %s\n", (int)width, label[g], body[g]);
+                if (run - g - 1 > 2) {
+                        rc = rc ? rc : tsr_buf_adds(out, "  \xe2\x80\xa6");
+                        rc = rc ? rc : tsr_buf_pad(out, ' ', width);
+                        rc =
+                            rc ? rc : tsr_buf_addf(out, "(GPUs %u-%u identical)\n", g + 1, run - 1);
+                        g = run;
+                } else {
+                        g++;
+                }
+        }
+        return rc;
+}
+
+static json_t *allocation_json(const struct tsr_accel_cap *cap, const struct tsr_accel_ledger *l)
+{
+        json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I}", "id", cap->uuid, "index",
+                              (json_int_t)cap->index, "mode", (json_int_t)l->mode, "allocated",
+                              (json_int_t)l->allocated, "remaining", (json_int_t)l->remaining);
+
+        if (!cap->partitioned) {
+                json_object_set_new(o, "allocatedSlices", json_integer(l->allocated_slices));
+                return o;
+        }
+        json_t *rem = json_array(), *alloc = json_array();
+        uint32_t occupied = tsr_geometry_occupied(cap->product, &l->live);
+
+        for (unsigned i = 0; i < cap->product->n_profiles; i++) {
+                unsigned live = tsr_geometry_live_count(&l->live, i);
+
+                if (!((cap->offered >> i) & 1u))
+                        continue;
+                json_array_append_new(
+                    rem, json_pack("{s:s, s:I}", "name", cap->product->profiles[i].name, "count",
+                                   (json_int_t)tsr_geometry_free_count(&cap->product->profiles[i],
+                                                                       occupied, live)));
+                json_array_append_new(alloc, json_pack("{s:s, s:I}", "name",
+                                                       cap->product->profiles[i].name, "count",
+                                                       (json_int_t)live));
+        }
+        json_object_set_new(o, "remainingProfiles", rem);
+        json_object_set_new(o, "allocatedProfiles", alloc);
+        return o;
+}
+
+static json_t *capability_json(const struct tsr_accel_cap *cap)
+{
+        json_t *st;
+
+        if (!cap->partitioned) {
+                st = json_pack("{s:{s:b, s:I}}", "logicalSliced", "coresPercentageOvercommit",
+                               cap->cores_overcommit, "count", (json_int_t)cap->slice_slots);
+        } else {
+                json_t *profiles = json_array();
+
+                for (unsigned i = 0; i < cap->product->n_profiles; i++) {
+                        const struct tsr_mig_profile *mp = &cap->product->profiles[i];
+
+                        if (!((cap->offered >> i) & 1u))
+                                continue;
+                        json_array_append_new(
+                            profiles, json_pack("{s:s, s:I, s:I, s:I}", "name", mp->name, "count",
+                                                (json_int_t)tsr_capability_profile_ceiling(cap, i),
+                                                "memoryMib", (json_int_t)mp->memory_mib, "id",
+                                                (json_int_t)mp->gi_profile_id));
+                }
+                st = json_pack("{s:{s:I, s:o}}", "partitioned", "count",
+                               (json_int_t)tsr_capability_partition_count(cap), "profiles",
+                               profiles);
+        }
+        return json_pack("{s:s, s:I, s:o}", "id", cap->uuid, "index", (json_int_t)cap->index,
+                         "status", st);
+}
+
+int sim_render_devices(const struct tsr_cluster *c, size_t node, bool json, struct tsr_buf *out,
+                       struct tsr_diag *diag)
+{
+        const struct sim_node *n = &c->nodes[node];
+        struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
+        json_t *spec_acc, *stat_acc;
+        char group[TSR_NAME_MAX];
+        const char *mfr;
+        int rc;
+
+        if (!n->product)
+                return tsr_buf_addf(out,
+                                    "Error from server (NotFound): devices.worker.gpustack.ai "
+                                    "\"%s\" not found\n",
+                                    n->name);
+        if (!json)
+                return devices_summary(n, out);
+        rc = tsr_cluster_ledger(c, node, ledger, diag);
+        if (rc)
+                return rc;
+        tsr_instancetype_group_id(n->product, group, sizeof(group));
+        mfr = tsr_catalog_manufacturer(n->product->manufacturer)->key;
+        spec_acc = json_array();
+        stat_acc = json_array();
+        for (unsigned g = 0; g < n->gpu_count; g++) {
+                json_array_append_new(spec_acc, capability_json(&n->caps[g]));
+                json_array_append_new(stat_acc, allocation_json(&n->caps[g], &ledger[g]));
+        }
+        return dump(json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:I, s:o}]}, "
+                              "s:{s:[{s:s, s:s, s:o}]}}",
+                              "apiVersion", "worker.gpustack.ai/v1alpha1", "kind", "Devices",
+                              "metadata", "name", n->name, "spec", "groups", "id", group,
+                              "manufacturer", mfr, "name", n->product->name, "memory",
+                              (json_int_t)n->product->vram_mib, "accelerators", spec_acc, "status",
+                              "groups", "id", group, "manufacturer", mfr, "accelerators", stat_acc),
+                    out);
+}
+
+/* ---- Pods --------------------------------------------------------------------------------- */
+
+/* apimachinery's duration.HumanDuration, for whole seconds. */
+static void human_age(int64_t s, char *out, size_t len)
+{
+        if (s < 0)
+                s = 0;
+        if (s < 120)
+                snprintf(out, len, "%llds", (long long)s);
+        else if (s < 600)
+                snprintf(out, len, s % 60 ? "%lldm%llds" : "%lldm", (long long)(s / 60),
+                         (long long)(s % 60));
+        else if (s < 3 * 3600)
+                snprintf(out, len, "%lldm", (long long)(s / 60));
+        else if (s < 8 * 3600)
+                snprintf(out, len, (s / 60) % 60 ? "%lldh%lldm" : "%lldh", (long long)(s / 3600),
+                         (long long)((s / 60) % 60));
+        else if (s < 48 * 3600)
+                snprintf(out, len, "%lldh", (long long)(s / 3600));
+        else
+                snprintf(out, len, "%lldd", (long long)(s / 86400));
+}
+
+static const char *phase_name(enum sim_phase p)
+{
+        switch (p) {
+        case SIM_RUNNING:
+                return "Running";
+        case SIM_SUCCEEDED:
+                return "Succeeded";
+        case SIM_FAILED:
+                return "Failed";
+        case SIM_PENDING:
+                break;
+        }
+        return "Pending";
+}
+
+int sim_render_pods(const struct tsr_cluster *c, const char *ns, const char *name, bool wide,
+                    struct tsr_buf *out)
+{
+        static struct sim_table t;
+        const char *header[] = {"NAME", "READY", "STATUS", "RESTARTS", "AGE", wide ? "NODE" : NULL,
+                                NULL};
+        size_t idx[SIM_TABLE_ROWS], n = 0;
+
+        for (size_t k = 0; k < c->n_pods && n < SIM_TABLE_ROWS; k++) {
+                size_t at = n;
+
+                if (strcmp(c->pods[k].ns, ns) || (name && strcmp(c->pods[k].name, name)))
+                        continue;
+                while (at > 0 && strcmp(c->pods[idx[at - 1]].name, c->pods[k].name) > 0) {
+                        idx[at] = idx[at - 1];
+                        at--;
+                }
+                idx[at] = k;
+                n++;
+        }
+        if (n == 0)
+                return name ? tsr_buf_addf(out,
+                                           "Error from server (NotFound): pods \"%s\" not "
+                                           "found\n",
+                                           name)
+                            : tsr_buf_addf(out, "No resources found in %s namespace.\n", ns);
+        sim_table_init(&t, header);
+        for (size_t i = 0; i < n; i++) {
+                const struct sim_pod *p = &c->pods[idx[i]];
+                size_t containers =
+                    json_array_size(json_object_get(json_object_get(p->obj, "spec"), "containers"));
+                char ready[32], age[32];
+
+                snprintf(ready, sizeof(ready), "%zu/%zu", p->phase == SIM_RUNNING ? containers : 0,
+                         containers);
+                human_age(c->now - p->created, age, sizeof(age));
+                const char *row[] = {
+                    p->name, ready, phase_name(p->phase),
+                    "0",     age,   p->node >= 0 ? c->nodes[p->node].name : "<none>"};
+                sim_table_row(&t, row);
+        }
+        return sim_table_print(&t, out);
+}
+
+int sim_render_pod_json(const struct tsr_cluster *c, size_t pod, struct tsr_buf *out)
+{
+        const struct sim_pod *p = &c->pods[pod];
+        json_t *o = json_deep_copy(p->obj);
+        json_t *status = json_pack("{s:s}", "phase", phase_name(p->phase));
+
+        if (p->reason[0] && p->phase == SIM_PENDING)
+                json_object_set_new(status, "message", json_string(p->reason));
+        json_object_set_new(o, "status", status);
+        return dump(o, out);
+}
+
+int sim_render_container_smi(const struct tsr_cluster *c, size_t pod, struct tsr_buf *out,
+                             struct tsr_diag *diag)
+{
+        const struct sim_pod *p = &c->pods[pod];
+        struct tsr_container_allocation alloc[TSR_ALLOC_CONTAINERS_MAX];
+        size_t na;
+        int rc;
+
+        if (p->phase != SIM_RUNNING)
+                return tsr_buf_addf(out,
+                                    "error: unable to upgrade connection: container not "
+                                    "found (\"%s\")\n",
+                                    p->name);
+        rc = tsr_cluster_pod_allocation(p, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, diag);
+        if (rc)
+                return rc;
+        if (na == 0)
+                return tsr_buf_adds(out, "No devices were found\n");
+        for (size_t x = 0; x < alloc[0].n && !rc; x++) {
+                const struct tsr_accel_allocation *a = &alloc[0].accels[x];
+
+                rc = tsr_buf_addf(out, "GPU %zu: %s (UUID: %s)\n", x,
+                                  c->nodes[p->node].product->name, a->id);
+                if (!rc && a->mode == TSR_MODE_PARTITIONED)
+                        rc = tsr_buf_addf(out, "  MIG %-12sDevice %2u: (UUID: %s)\n", a->profile,
+                                          0u, a->physical_id);
+        }
+        return rc;
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Install every Debian package that tessera's build, tests and CI need.
+# Idempotent: when everything is already installed it only runs dpkg-query and exits.
+# Works as root on a fresh Debian 12 machine (apt-get update may never have run).
+set -euo pipefail
+
+PACKAGES=(
+	meson ninja-build pkg-config gcc
+	clang-14 libclang-rt-14-dev
+	libcmocka-dev libjansson-dev libyaml-dev libjq-dev
+	clang-format
+	python3 python3-yaml jq
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+	status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+	if [ "$status" != "install ok installed" ]; then
+		missing+=("$pkg")
+	fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+	echo "setup: all ${#PACKAGES[@]} packages already installed"
+	exit 0
+fi
+
+echo "setup: missing packages: ${missing[*]}"
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "setup: error: these packages must be installed as root:" >&2
+	echo "    sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+	exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+APT_OPTS=(-y --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+
+# Refresh the package lists only when they have never been fetched, or when the install
+# fails with the current ones (stale lists point at package versions that are gone).
+if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
+	echo "setup: apt-get update (no package lists yet)"
+	apt-get update
+	apt-get install "${APT_OPTS[@]}" "${missing[@]}"
+elif ! apt-get install "${APT_OPTS[@]}" "${missing[@]}"; then
+	echo "setup: install failed with the current package lists; running apt-get update and retrying"
+	apt-get update
+	apt-get install "${APT_OPTS[@]}" "${missing[@]}"
+fi
+
+echo "setup: installed ${missing[*]}"
