@@ -93,7 +93,6 @@ struct conv {
         int depth;
         json_t *docs;
         struct tsr_yaml_lines *lines;
-        unsigned first_line;
 };
 
 static int attach(struct conv *c, json_t *v, unsigned line, struct tsr_diag *diag)
@@ -170,7 +169,7 @@ int tsr_yaml_load_all(const char *text, size_t len, unsigned first_line, json_t 
 {
         yaml_parser_t parser;
         yaml_event_t ev;
-        struct conv c = {.depth = 0, .lines = lines, .first_line = first_line};
+        struct conv c = {.depth = 0, .lines = lines};
         int rc = 0;
         bool done = false;
 
