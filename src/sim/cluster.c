@@ -241,25 +241,35 @@ static bool node_in_pool(const struct sim_node *n, const struct sim_pool *p)
 int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct sim_pool *p,
                            struct tsr_pool_views *out, struct tsr_diag *diag)
 {
-        struct tsr_pool_node nodes[64];
-        static struct tsr_accel_ledger ledgers[64][SIM_GPUS_MAX];
+        struct tsr_pool_node *nodes;
+        struct tsr_accel_ledger *ledgers;
         size_t n = 0;
+        int rc = 0;
 
-        for (size_t i = 0; i < c->n_nodes && n < 64; i++) {
-                int rc;
+        nodes = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*nodes));
+        ledgers = calloc(c->n_nodes ? c->n_nodes : 1, SIM_GPUS_MAX * sizeof(*ledgers));
+        if (!nodes || !ledgers) {
+                rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                struct tsr_accel_ledger *l = &ledgers[n * SIM_GPUS_MAX];
 
                 if (!p->product || !node_in_pool(&c->nodes[i], p))
                         continue;
-                rc = tsr_cluster_ledger(c, i, ledgers[n], diag);
+                rc = tsr_cluster_ledger(c, i, l, diag);
                 if (rc)
-                        return rc;
+                        goto out;
                 nodes[n].caps = c->nodes[i].caps;
-                nodes[n].ledger = ledgers[n];
+                nodes[n].ledger = l;
                 nodes[n].n = c->nodes[i].gpu_count;
                 n++;
         }
         tsr_views_compute(nodes, n, out);
-        return 0;
+out:
+        free(nodes);
+        free(ledgers);
+        return rc;
 }
 
 /* Requests of Pods bound to node i, of key name (milli for cpu). */
@@ -628,10 +638,13 @@ static int gate5(struct tsr_cluster *c, size_t i, struct sim_pod *p, const struc
         return 0;
 }
 
-static void bind(struct sim_pod *p, const struct sim_node *n, int node)
+static void bind(struct tsr_cluster *c, struct sim_pod *p, int node)
 {
+        const struct sim_node *n = &c->nodes[node];
         json_t *spec = json_object_get(p->obj, "spec");
 
+        c->ip_seq++;
+        snprintf(p->ip, sizeof(p->ip), "10.244.%d.%u", node % 256, 2 + c->ip_seq % 250);
         p->node = node;
         p->phase = SIM_RUNNING;
         p->reason[0] = '\0';
@@ -703,7 +716,7 @@ static void schedule(struct tsr_cluster *c, struct sim_pod *p)
                                  tsr_family_name(d.family));
                         return;
                 }
-                bind(p, n, (int)i);
+                bind(c, p, (int)i);
                 return;
         }
 }

@@ -72,6 +72,7 @@ struct sim_pod {
         enum sim_phase phase;
         int64_t created;  /* virtual seconds */
         char reason[512]; /* why it is pending */
+        char ip[16];      /* status.podIP once bound: 10.244.<node>.<n> */
 };
 
 struct tsr_cluster {
@@ -82,6 +83,7 @@ struct tsr_cluster {
         int64_t now;       /* virtual seconds since the run started */
         int64_t next_pass; /* next periodic reclaim pass */
         unsigned uid_seq;
+        unsigned ip_seq; /* Pods bound so far: the host part of the next Pod IP */
 };
 
 /* One accelerator pool: an InstanceType derived from nodes. */

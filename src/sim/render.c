@@ -117,7 +117,7 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                              struct tsr_buf *out, struct tsr_diag *diag)
 {
         struct sim_pool pools[SIM_POOLS_MAX];
-        static struct sim_table t;
+        struct sim_table t;
         bool wide = output && !strcmp(output, "wide");
         bool json = output && !strcmp(output, "json");
         const char *header[] = {
@@ -128,13 +128,13 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
         int rc = 0;
 
         tsr_cluster_pools(c, pools, &np);
-        sim_table_init(&t, header);
+        rc = sim_table_init(&t, header);
         for (size_t i = 0; i < np && !rc; i++) {
                 struct tsr_pool_views v;
                 struct tsr_view cpu;
                 struct tsr_unit_spec u = tsr_instancetype_unit(pools[i].product);
                 char unit[64], acc[160], cpucell[48], ex[32], sh[32], sl[32], pt[32];
-                char parts[SIM_CELL_MAX] = "";
+                char parts[1024] = "";
                 size_t o = 0;
 
                 if (name && strcmp(name, pools[i].name))
@@ -170,7 +170,7 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                                      cpucell,
                                      "Active",
                                      v.n_profiles ? parts : "<none>"};
-                sim_table_row(&t, row);
+                rc = sim_table_row(&t, row);
         }
         if (!rc && name && !shown)
                 rc = tsr_buf_addf(out,
@@ -184,6 +184,7 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                           out);
         else if (!rc)
                 rc = sim_table_print(&t, out);
+        sim_table_release(&t);
         json_decref(items);
         return rc;
 }
@@ -446,12 +447,18 @@ static const char *phase_name(enum sim_phase p)
 int sim_render_pods(const struct tsr_cluster *c, const char *ns, const char *name, bool wide,
                     struct tsr_buf *out)
 {
-        static struct sim_table t;
-        const char *header[] = {"NAME", "READY", "STATUS", "RESTARTS", "AGE", wide ? "NODE" : NULL,
-                                NULL};
-        size_t idx[SIM_TABLE_ROWS], n = 0;
+        struct sim_table t;
+        const char *header[] = {"NAME", "READY", "STATUS",         "RESTARTS",        "AGE",
+                                "IP",   "NODE",  "NOMINATED NODE", "READINESS GATES", NULL};
+        size_t *idx, n = 0;
+        int rc;
 
-        for (size_t k = 0; k < c->n_pods && n < SIM_TABLE_ROWS; k++) {
+        if (!wide)
+                header[5] = NULL;
+        idx = malloc((c->n_pods ? c->n_pods : 1) * sizeof(*idx));
+        if (!idx)
+                return TSR_ENOMEM;
+        for (size_t k = 0; k < c->n_pods; k++) {
                 size_t at = n;
 
                 if (strcmp(c->pods[k].ns, ns) || (name && strcmp(c->pods[k].name, name)))
@@ -463,28 +470,41 @@ int sim_render_pods(const struct tsr_cluster *c, const char *ns, const char *nam
                 idx[at] = k;
                 n++;
         }
-        if (n == 0)
+        if (n == 0) {
+                free(idx);
                 return name ? tsr_buf_addf(out,
                                            "Error from server (NotFound): pods \"%s\" not "
                                            "found\n",
                                            name)
                             : tsr_buf_addf(out, "No resources found in %s namespace.\n", ns);
-        sim_table_init(&t, header);
-        for (size_t i = 0; i < n; i++) {
+        }
+        rc = sim_table_init(&t, header);
+        for (size_t i = 0; i < n && !rc; i++) {
                 const struct sim_pod *p = &c->pods[idx[i]];
                 size_t containers =
                     json_array_size(json_object_get(json_object_get(p->obj, "spec"), "containers"));
                 char ready[32], age[32];
+                bool bound = p->node >= 0;
 
                 snprintf(ready, sizeof(ready), "%zu/%zu", p->phase == SIM_RUNNING ? containers : 0,
                          containers);
                 human_age(c->now - p->created, age, sizeof(age));
-                const char *row[] = {
-                    p->name, ready, phase_name(p->phase),
-                    "0",     age,   p->node >= 0 ? c->nodes[p->node].name : "<none>"};
-                sim_table_row(&t, row);
+                const char *row[] = {p->name,
+                                     ready,
+                                     phase_name(p->phase),
+                                     "0",
+                                     age,
+                                     bound ? p->ip : "<none>",
+                                     bound ? c->nodes[p->node].name : "<none>",
+                                     "<none>",
+                                     "<none>"};
+                rc = sim_table_row(&t, row);
         }
-        return sim_table_print(&t, out);
+        if (!rc)
+                rc = sim_table_print(&t, out);
+        sim_table_release(&t);
+        free(idx);
+        return rc;
 }
 
 int sim_render_pod_json(const struct tsr_cluster *c, size_t pod, struct tsr_buf *out)
@@ -495,6 +515,8 @@ int sim_render_pod_json(const struct tsr_cluster *c, size_t pod, struct tsr_buf 
 
         if (p->reason[0] && p->phase == SIM_PENDING)
                 json_object_set_new(status, "message", json_string(p->reason));
+        if (p->node >= 0)
+                json_object_set_new(status, "podIP", json_string(p->ip));
         json_object_set_new(o, "status", status);
         return dump(o, out);
 }
