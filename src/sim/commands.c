@@ -51,6 +51,8 @@ int sim_parse_duration(const char *s, int64_t *seconds)
                 } else {
                         return TSR_EPARSE;
                 }
+                if (v * unit > SIM_SLEEP_MAX_SECONDS * 1000 - total_ms)
+                        return TSR_ERANGE;
                 total_ms += v * unit;
         }
         *seconds = (total_ms + 999) / 1000;
@@ -281,7 +283,9 @@ static int run_stage(struct tsr_cluster *c, const char *on, const struct sim_arg
                 int64_t s;
 
                 if (sim_parse_duration(a->v[1], &s))
-                        return tsr_diag_set(diag, TSR_EPARSE, "sleep: invalid duration \"%s\"",
+                        return tsr_diag_set(diag, TSR_EPARSE,
+                                            "sleep: invalid duration \"%s\" (a Go duration "
+                                            "such as 90s, 3m or 1h30m, at most 720h)",
                                             a->v[1]);
                 tsr_cluster_advance(c, s);
                 return 0;

@@ -5,6 +5,8 @@
 #ifndef TSR_SIM_COMMANDS_H
 #define TSR_SIM_COMMANDS_H
 
+#include <stdint.h>
+
 #include "sim/cluster.h"
 
 struct tsr_buf;
@@ -19,7 +21,12 @@ struct tsr_diag;
 int sim_command_run(struct tsr_cluster *c, const char *on, const char *line, const char *stdin_text,
                     unsigned stdin_line, struct tsr_buf *out, struct tsr_diag *diag);
 
-/* Parses a Go duration ("90s", "2m", "1h30m", "500ms" rounds up to 1 s). Returns 0 or TSR_EPARSE.
+/* The longest `sleep` a scenario may take: 30 days of virtual time. */
+#define SIM_SLEEP_MAX_SECONDS INT64_C(2592000)
+
+/*
+ * Parses a Go duration ("90s", "2m", "1h30m"; "500ms" rounds up to 1 s) into *seconds. Returns 0,
+ * TSR_EPARSE for a malformed one, or TSR_ERANGE above SIM_SLEEP_MAX_SECONDS.
  */
 int sim_parse_duration(const char *s, int64_t *seconds);
 
