@@ -14,7 +14,11 @@ static char lower(char c)
         return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
-int tsr_instancetype_group_id(const struct tsr_product *p, char *out, size_t len)
+/*
+ * Writes the group id of p into out, or only measures it when out is NULL. Returns its length
+ * (without the NUL).
+ */
+static size_t group_id_put(const struct tsr_product *p, char *out)
 {
         const char *mfr = tsr_catalog_manufacturer(p->manufacturer)->key;
         const char *s = p->name;
@@ -31,28 +35,39 @@ int tsr_instancetype_group_id(const struct tsr_product *p, char *out, size_t len
                 word[w] = '\0';
                 if (w == 0 || strcmp(word, mfr) == 0 || strcmp(word, "tesla") == 0)
                         continue;
-                if (o + (o ? 1 : 0) + w + 1 > len)
-                        return TSR_ETOOBIG;
-                if (o)
-                        out[o++] = '-';
-                memcpy(out + o, word, w);
+                if (o && out)
+                        out[o] = '-';
+                o += o ? 1 : 0;
+                if (out)
+                        memcpy(out + o, word, w);
                 o += w;
         }
-        if (len == 0)
+        if (out)
+                out[o] = '\0';
+        return o;
+}
+
+int tsr_instancetype_group_id(const struct tsr_product *p, char *out, size_t len)
+{
+        if (group_id_put(p, NULL) + 1 > len)
                 return TSR_ETOOBIG;
-        out[o] = '\0';
+        group_id_put(p, out);
         return 0;
 }
 
 int tsr_instancetype_accel_key(const struct tsr_product *p, char *out, size_t len)
 {
+        const char *mfr = tsr_catalog_manufacturer(p->manufacturer)->key;
         char group[TSR_NAME_MAX];
         int n, rc = tsr_instancetype_group_id(p, group, sizeof(group));
 
         if (rc)
                 return rc;
-        n = snprintf(out, len, "%s-%s", tsr_catalog_manufacturer(p->manufacturer)->key, group);
-        return (n < 0 || (size_t)n >= len) ? TSR_ETOOBIG : 0;
+        n = snprintf(NULL, 0, "%s-%s", mfr, group);
+        if (n < 0 || (size_t)n >= len)
+                return TSR_ETOOBIG;
+        snprintf(out, len, "%s-%s", mfr, group);
+        return 0;
 }
 
 int tsr_instancetype_name(const struct tsr_product *p, const char *os, const char *arch, char *out,
@@ -67,8 +82,11 @@ int tsr_instancetype_name(const struct tsr_product *p, const char *os, const cha
                 if (rc)
                         return rc;
         }
-        n = snprintf(out, len, "gpustack--%s-%s-%s", key, os, arch);
-        return (n < 0 || (size_t)n >= len) ? TSR_ETOOBIG : 0;
+        n = snprintf(NULL, 0, "gpustack--%s-%s-%s", key, os, arch);
+        if (n < 0 || (size_t)n >= len)
+                return TSR_ETOOBIG;
+        snprintf(out, len, "gpustack--%s-%s-%s", key, os, arch);
+        return 0;
 }
 
 void tsr_instancetype_entrance(const char *cq, char *out)

@@ -4,7 +4,8 @@
  * Names follow upstream (spec/upstream-behavior.md §9): an accelerated pool is
  * gpustack--<aKey>-<os>-<arch> with aKey = <manufacturer>-<groupId> ("nvidia-h100-80gb-hbm3"), the
  * CPU pool gpustack--generic-<os>-<arch>; the entrance LocalQueue is gpustack-fnv64-<16 hex of
- * FNV-1a-64 of the ClusterQueue name> (31 characters). Pure.
+ * FNV-1a-64 of the ClusterQueue name> (31 characters). A function that returns TSR_ETOOBIG leaves
+ * out untouched. Pure.
  */
 #ifndef TSR_CORE_INSTANCETYPE_H
 #define TSR_CORE_INSTANCETYPE_H

@@ -75,17 +75,26 @@ bool tsr_key_is_name_segment(const char *s, size_t len)
         return true;
 }
 
+static bool is_lower_alnum(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* Dot-separated labels, each [a-z0-9]([-a-z0-9]*[a-z0-9])?, 253 characters in all. */
 static bool is_dns1123_subdomain(const char *s, size_t len)
 {
         if (len == 0 || len > 253)
                 return false;
         for (size_t i = 0; i < len; i++) {
                 char c = s[i];
-                bool lower = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+                bool lower = is_lower_alnum(c);
 
                 if (!lower && c != '-' && c != '.')
                         return false;
                 if ((i == 0 || i + 1 == len) && !lower)
+                        return false;
+                /* A label starts and ends alphanumeric: no "..", ".-" or "-." */
+                if (c == '.' && (!is_lower_alnum(s[i - 1]) || !is_lower_alnum(s[i + 1])))
                         return false;
         }
         return true;

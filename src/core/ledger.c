@@ -114,11 +114,23 @@ int tsr_ledger_check(const struct tsr_accel_cap *cap, const struct tsr_accel_led
         if (cap->partitioned) {
                 uint32_t seen = 0;
 
+                if (l->live.n > TSR_MIG_AXIS_MAX)
+                        return tsr_diag_set(diag, TSR_ESTALE,
+                                            "accelerator %u: %u placements on a %u-slice axis",
+                                            cap->index, l->live.n, (unsigned)TSR_MIG_AXIS_MAX);
                 for (unsigned i = 0; i < l->live.n; i++) {
                         const struct tsr_mig_instance *in = &l->live.inst[i];
-                        const struct tsr_mig_profile *mp = &cap->product->profiles[in->profile];
-                        uint32_t span = tsr_geometry_span(in->start, mp->size);
+                        const struct tsr_mig_profile *mp;
+                        uint32_t span;
 
+                        if (in->profile >= cap->product->n_profiles ||
+                            in->start >= TSR_MIG_AXIS_MAX)
+                                return tsr_diag_set(diag, TSR_ESTALE,
+                                                    "accelerator %u: placement of profile %u at "
+                                                    "%u is outside its tables",
+                                                    cap->index, in->profile, in->start);
+                        mp = &cap->product->profiles[in->profile];
+                        span = tsr_geometry_span(in->start, mp->size);
                         if (!((mp->starts >> in->start) & 1u) || (seen & span))
                                 return tsr_diag_set(diag, TSR_ESTALE,
                                                     "accelerator %u: placement %u:%u illegal or "

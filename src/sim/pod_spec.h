@@ -26,7 +26,12 @@ struct pod_spec_text {
 int pod_spec_read(json_t *pod, struct tsr_pod_req *out, struct pod_spec_text *text,
                   struct tsr_diag *diag);
 
-/* Writes edit into the container's requests and limits. Returns 0 or TSR_ENOMEM. */
+/*
+ * Writes edit into the container's requests and limits. Returns 0, TSR_EINVAL (no such
+ * container) or TSR_ENOMEM. req is only read for the container's list and position, but the edit
+ * replaces JSON strings that req (and any other tsr_pod_req read from pod) may borrow: after an
+ * edit, re-read the Pod with pod_spec_read before using such a request again.
+ */
 int pod_spec_apply_edit(json_t *pod, const struct tsr_pod_req *req, const struct tsr_res_edit *e);
 
 /*
