@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
 	meson ninja-build pkg-config gcc
 	clang-14 libclang-rt-14-dev
-	libcmocka-dev libjansson-dev libyaml-dev libjq-dev
+	libcmocka-dev libjansson-dev libyaml-dev libjq-dev nettle-dev
 	clang-format
 	python3 python3-yaml jq
 )

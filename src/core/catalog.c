@@ -88,6 +88,24 @@ const struct tsr_mig_profile *tsr_product_profile(const struct tsr_product *p, c
         return NULL;
 }
 
+uint64_t tsr_mig_profile_nominal_mib(const struct tsr_mig_profile *p)
+{
+        const char *dot = strchr(p->name, '.');
+        uint64_t gb = 0;
+        const char *s;
+
+        if (!dot)
+                return 0;
+        for (s = dot + 1; *s >= '0' && *s <= '9'; s++) {
+                if (gb > UINT64_MAX / 10240)
+                        return 0;
+                gb = gb * 10 + (uint64_t)(*s - '0');
+        }
+        if (s == dot + 1 || strncmp(s, "gb", 2) != 0)
+                return 0;
+        return gb * 1024;
+}
+
 unsigned tsr_mig_profile_start_count(const struct tsr_mig_profile *p)
 {
         return (unsigned)__builtin_popcount(p->starts);

@@ -89,6 +89,14 @@ unsigned tsr_product_mig_width(const struct tsr_product *p);
 /* Returns the product's profile named name, or NULL. */
 const struct tsr_mig_profile *tsr_product_profile(const struct tsr_product *p, const char *name);
 
+/*
+ * The profile's memory as its name states it, in MiB: "3g.40gb" is 40 x 1024 = 40960. This is the
+ * memoryMib the capability publishes and the partition fold divides (seeds/nvidia-mig.md: a
+ * 3g.40gb and a logical 40Gi slice cost the same); memory_mib is what the driver reports (-lgip).
+ * 0 when the name states no "<n>gb".
+ */
+uint64_t tsr_mig_profile_nominal_mib(const struct tsr_mig_profile *p);
+
 /* Number of legal starts of profile p. */
 unsigned tsr_mig_profile_start_count(const struct tsr_mig_profile *p);
 

@@ -39,47 +39,57 @@ static int64_t record_charge(const struct tsr_alloc_record *r)
         return 0;
 }
 
+void tsr_ledger_reset(struct tsr_accel_ledger *l)
+{
+        l->mode = TSR_MODE_NONE;
+        l->allocated = 0;
+        l->remaining = TSR_UNITS_PER_ACCEL;
+        l->allocated_slices = 0;
+        l->live.n = 0;
+}
+
+int tsr_ledger_charge(const struct tsr_accel_cap *cap, struct tsr_accel_ledger *l,
+                      const struct tsr_alloc_record *r, struct tsr_diag *diag)
+{
+        if (r->mode == TSR_MODE_NONE)
+                return 0;
+        if (r->finished && r->mode != TSR_MODE_PARTITIONED)
+                return 0;
+        if (r->mode == TSR_MODE_PARTITIONED) {
+                if (r->profile < 0 || !cap->product ||
+                    tsr_geometry_add(cap->product, &l->live, (unsigned)r->profile, r->start) != 0)
+                        return tsr_diag_set(diag, TSR_EINVAL,
+                                            "accelerator %u cannot hold the recorded "
+                                            "partition at slice %u",
+                                            cap->index, r->start);
+        }
+        if (r->mode == TSR_MODE_SLICED)
+                l->allocated_slices++;
+        if (l->mode == TSR_MODE_NONE)
+                l->mode = r->mode;
+        l->allocated += record_charge(r);
+        l->remaining = TSR_UNITS_PER_ACCEL - l->allocated;
+        if (l->remaining < 0)
+                l->remaining = 0;
+        return 0;
+}
+
 int tsr_ledger_build(const struct tsr_accel_cap *caps, size_t n,
                      const struct tsr_alloc_record *recs, size_t nrec, struct tsr_accel_ledger *out,
                      struct tsr_diag *diag)
 {
-        for (size_t i = 0; i < n; i++) {
-                out[i].mode = TSR_MODE_NONE;
-                out[i].allocated = 0;
-                out[i].remaining = TSR_UNITS_PER_ACCEL;
-                out[i].allocated_slices = 0;
-                out[i].live.n = 0;
-        }
+        for (size_t i = 0; i < n; i++)
+                tsr_ledger_reset(&out[i]);
         for (size_t k = 0; k < nrec; k++) {
-                const struct tsr_alloc_record *r = &recs[k];
-                struct tsr_accel_ledger *l;
+                int rc;
 
-                if (r->accel >= n)
+                if (recs[k].accel >= n)
                         return tsr_diag_set(diag, TSR_EINVAL,
                                             "allocation record names accelerator %u of %zu",
-                                            r->accel, n);
-                if (r->mode == TSR_MODE_NONE)
-                        continue;
-                if (r->finished && r->mode != TSR_MODE_PARTITIONED)
-                        continue;
-                l = &out[r->accel];
-                if (r->mode == TSR_MODE_PARTITIONED) {
-                        if (r->profile < 0 || !caps[r->accel].product ||
-                            tsr_geometry_add(caps[r->accel].product, &l->live, (unsigned)r->profile,
-                                             r->start) != 0)
-                                return tsr_diag_set(diag, TSR_EINVAL,
-                                                    "accelerator %u cannot hold the recorded "
-                                                    "partition at slice %u",
-                                                    r->accel, r->start);
-                }
-                if (r->mode == TSR_MODE_SLICED)
-                        l->allocated_slices++;
-                if (l->mode == TSR_MODE_NONE)
-                        l->mode = r->mode;
-                l->allocated += record_charge(r);
-                l->remaining = TSR_UNITS_PER_ACCEL - l->allocated;
-                if (l->remaining < 0)
-                        l->remaining = 0;
+                                            recs[k].accel, n);
+                rc = tsr_ledger_charge(&caps[recs[k].accel], &out[recs[k].accel], &recs[k], diag);
+                if (rc)
+                        return rc;
         }
         return 0;
 }

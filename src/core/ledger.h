@@ -53,6 +53,17 @@ struct tsr_accel_ledger {
         struct tsr_mig_live live;  /* partitioned: live placements */
 };
 
+/* Sets l to an untouched accelerator: mode NONE, TSR_UNITS_PER_ACCEL remaining, nothing live. */
+void tsr_ledger_reset(struct tsr_accel_ledger *l);
+
+/*
+ * Charges one record to accelerator cap's ledger entry l, as tsr_ledger_build does for each
+ * record (a finished Pod's record charges only a partition). Returns 0, or TSR_EINVAL when a
+ * partition record names a profile or placement the accelerator cannot hold (l unchanged).
+ */
+int tsr_ledger_charge(const struct tsr_accel_cap *cap, struct tsr_accel_ledger *l,
+                      const struct tsr_alloc_record *r, struct tsr_diag *diag);
+
 /*
  * Rebuilds the ledger of n accelerators (caps[i].index == i) from nrec records into out[0..n).
  * Returns 0, or TSR_EINVAL with a message when a record names an accelerator past n, or a

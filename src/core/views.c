@@ -67,7 +67,8 @@ static void partitioned(const struct tsr_accel_cap *c, const struct tsr_accel_le
                                 break;
                 if (slot == v->n_profiles) {
                         v->remaining_profiles[slot].name = p->profiles[i].name;
-                        v->remaining_profiles[slot].memory_mib = p->profiles[i].memory_mib;
+                        v->remaining_profiles[slot].memory_mib =
+                            tsr_mig_profile_nominal_mib(&p->profiles[i]);
                         v->allocated_profiles[slot] = v->remaining_profiles[slot];
                         v->physical_profiles[slot] = v->remaining_profiles[slot];
                         v->n_profiles++;

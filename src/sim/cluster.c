@@ -1,37 +1,43 @@
 /*
- * cluster.c - the virtual cluster and the five gates a Pod passes in it.
- *
- * A Pod's path: gate 1 (tsr_request_evaluate: rules and folds, edits written into the Pod) at
- * apply; then, each time the cluster changes, every pending Pod in creation order tries gate 2
- * (its pool's credits quota: accelerators x M, against the Pods already admitted), node choice
- * (the first node by name whose keys fit, as TAS assigns a hostname), gate 3 (the accelerator
- * check on that node's ledger), gate 4 (the node's allocatable keys minus the requests of the
- * Pods on it) and gate 5 (the allocator picks the accelerator and placement, carves the MIG
- * instance on the fake GPUs, writes the marker and the allocation annotation).
+ * cluster.c - the virtual cluster's objects and projections, its timers, and the reconcile loop
+ * that runs the actors of actors.h until nothing moves.
  */
 #include "sim/cluster.h"
 
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
-#include "core/alloc.h"
+#include "base/fnv.h"
+#include "base/quantity.h"
+#include "core/credits.h"
+#include "core/fit.h"
 #include "core/instancetype.h"
 #include "core/keys.h"
-#include "core/request.h"
+#include "core/pin.h"
+#include "core/pod_resources.h"
+#include "sim/actors.h"
 #include "sim/pod_spec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define POD_WEBHOOK_MUTATE   "mutate.gpustack-worker.core.v1.pod"
-#define POD_WEBHOOK_VALIDATE "validate.gpustack-worker.core.v1.pod"
-#define QUEUE_LABEL          "kueue.x-k8s.io/queue-name"
+/* Reconcile rounds before the loop gives up on reaching a fixed point (a bug guard). */
+#define RECONCILE_ROUNDS_MAX 64
 
 void tsr_cluster_init(struct tsr_cluster *c)
 {
         memset(c, 0, sizeof(*c));
         c->next_pass = SIM_RECLAIM_PERIOD;
+        c->workload_fit_affinity = true;
+}
+
+static void workload_release(struct sim_workload *w)
+{
+        for (size_t p = 0; p < w->n_podsets; p++) {
+                json_decref(w->podsets[p].tmpl);
+                free(w->podsets[p].assign);
+        }
 }
 
 void tsr_cluster_release(struct tsr_cluster *c)
@@ -40,9 +46,46 @@ void tsr_cluster_release(struct tsr_cluster *c)
                 tsr_fake_gpus_free(c->nodes[i].gpus);
         for (size_t i = 0; i < c->n_pods; i++)
                 json_decref(c->pods[i].obj);
+        for (size_t i = 0; i < c->n_workloads; i++)
+                workload_release(&c->workloads[i]);
         free(c->nodes);
         free(c->pods);
+        free(c->workloads);
         tsr_cluster_init(c);
+}
+
+/* The upstream settings (spec/upstream-behavior.md §12) and their defaults. */
+static const struct {
+        const char *name;
+        bool value;
+} settings[] = {
+    {"workload-fit-affinity", true},
+    {"instance-type-derived-from-node", true},
+    {"instance-type-drain-when-no-flavors", true},
+    {"instance-type-aware-cpu-manufacturer", false},
+    {"instance-type-mixed-on-node", true},
+    {"node-management-manual", false},
+    {"instance-general-resources-overcommit", true},
+};
+
+int tsr_cluster_setting(struct tsr_cluster *c, const char *name, json_t *value,
+                        struct tsr_diag *diag)
+{
+        for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+                if (strcmp(settings[i].name, name))
+                        continue;
+                if (!json_is_boolean(value))
+                        return tsr_diag_set(diag, TSR_EINVAL, "setting \"%s\" takes true or false",
+                                            name);
+                if (!strcmp(name, "workload-fit-affinity"))
+                        c->workload_fit_affinity = json_is_true(value);
+                else if (json_is_true(value) != settings[i].value)
+                        return tsr_diag_set(diag, TSR_EINVAL,
+                                            "setting \"%s\" is only simulated at its default, %s",
+                                            name, settings[i].value ? "true" : "false");
+                return 0;
+        }
+        return tsr_diag_set(diag, TSR_EINVAL, "unknown setting \"%s\"", name);
 }
 
 int tsr_cluster_node(const struct tsr_cluster *c, const char *name)
@@ -79,9 +122,8 @@ int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_mi
                 return tsr_diag_set(diag, TSR_EINVAL, "node \"%s\": name too long", name);
         if (product && (gpu_count == 0 || gpu_count > SIM_GPUS_MAX))
                 return tsr_diag_set(diag, TSR_EINVAL,
-                                    "node \"%s\": accelerator count must be "
-                                    "within [1, %d]",
-                                    name, SIM_GPUS_MAX);
+                                    "node \"%s\": accelerator count must be within [1, %d]", name,
+                                    SIM_GPUS_MAX);
         nodes = realloc(c->nodes, (c->n_nodes + 1) * sizeof(*nodes));
         if (!nodes)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
@@ -114,6 +156,19 @@ int tsr_cluster_pod(const struct tsr_cluster *c, const char *ns, const char *nam
         return -1;
 }
 
+int tsr_cluster_workload(const struct tsr_cluster *c, const char *ns, const char *name)
+{
+        for (size_t i = 0; i < c->n_workloads; i++)
+                if (!strcmp(c->workloads[i].name, name) && !strcmp(c->workloads[i].ns, ns))
+                        return (int)i;
+        return -1;
+}
+
+bool tsr_cluster_pod_finished(const struct sim_pod *p)
+{
+        return p->phase == SIM_SUCCEEDED || p->phase == SIM_FAILED;
+}
+
 int tsr_cluster_pod_allocation(const struct sim_pod *p, struct tsr_container_allocation *out,
                                size_t max, size_t *n, struct tsr_diag *diag)
 {
@@ -126,50 +181,69 @@ int tsr_cluster_pod_allocation(const struct sim_pod *p, struct tsr_container_all
         return tsr_alloc_annotation_decode(v, out, max, n, diag);
 }
 
-static bool pod_live(const struct sim_pod *p)
-{
-        return p->node >= 0;
-}
+/* ---- projections of one node -------------------------------------------------------------- */
 
 int tsr_cluster_ledger(const struct tsr_cluster *c, size_t i, struct tsr_accel_ledger *ledger,
                        struct tsr_diag *diag)
 {
         const struct sim_node *n = &c->nodes[i];
-        struct tsr_alloc_record recs[SIM_MARKERS_MAX];
+        struct tsr_container_allocation *alloc = NULL;
+        struct tsr_alloc_record *recs = NULL;
         size_t nrec = 0;
+        int rc = 0;
 
-        for (size_t k = 0; k < c->n_pods; k++) {
+        for (unsigned g = 0; g < n->gpu_count; g++)
+                tsr_ledger_reset(&ledger[g]);
+        if (!n->product)
+                return 0;
+        alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
+        recs = malloc(SIM_MARKERS_MAX * sizeof(*recs));
+        if (!alloc || !recs) {
+                rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+                goto out;
+        }
+        for (size_t k = 0; k < c->n_pods && !rc; k++) {
                 const struct sim_pod *p = &c->pods[k];
-                struct tsr_container_allocation alloc[TSR_ALLOC_CONTAINERS_MAX];
                 size_t na;
-                int rc;
 
                 if (p->node != (int)i)
                         continue;
                 rc = tsr_cluster_pod_allocation(p, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, diag);
-                if (rc)
-                        return rc;
-                for (size_t a = 0; a < na; a++) {
-                        for (size_t x = 0; x < alloc[a].n && nrec < SIM_MARKERS_MAX; x++) {
+                for (size_t a = 0; a < na && !rc; a++) {
+                        for (size_t x = 0; x < alloc[a].n; x++) {
                                 const struct tsr_accel_allocation *aa = &alloc[a].accels[x];
-                                struct tsr_alloc_record *r = &recs[nrec++];
+                                struct tsr_alloc_record *r;
 
+                                if (nrec >= SIM_MARKERS_MAX) {
+                                        rc = tsr_diag_set(diag, TSR_ETOOBIG,
+                                                          "node %s: more than %d allocations",
+                                                          n->name, SIM_MARKERS_MAX);
+                                        break;
+                                }
+                                r = &recs[nrec++];
                                 r->accel = aa->index;
                                 r->mode = aa->mode;
                                 r->units = aa->allocated;
                                 r->shares = 1;
                                 r->profile = -1;
                                 r->start = aa->start;
-                                r->finished = p->phase == SIM_SUCCEEDED || p->phase == SIM_FAILED;
-                                if (aa->mode == TSR_MODE_PARTITIONED && n->product)
-                                        for (size_t q = 0; q < n->product->n_profiles; q++)
-                                                if (!strcmp(n->product->profiles[q].name,
-                                                            aa->profile))
-                                                        r->profile = (int)q;
+                                r->finished = tsr_cluster_pod_finished(p);
+                                if (aa->mode == TSR_MODE_PARTITIONED) {
+                                        const struct tsr_mig_profile *mp =
+                                            tsr_product_profile(n->product, aa->profile);
+
+                                        if (mp)
+                                                r->profile = (int)(mp - n->product->profiles);
+                                }
                         }
                 }
         }
-        return tsr_ledger_build(n->caps, n->gpu_count, recs, nrec, ledger, diag);
+        if (!rc)
+                rc = tsr_ledger_build(n->caps, n->gpu_count, recs, nrec, ledger, diag);
+out:
+        free(alloc);
+        free(recs);
+        return rc;
 }
 
 int tsr_cluster_node_keys(const struct tsr_cluster *c, size_t i, struct tsr_node_keys *out,
@@ -188,6 +262,105 @@ int tsr_cluster_node_keys(const struct tsr_cluster *c, size_t i, struct tsr_node
         return tsr_node_keys_project(tsr_catalog_manufacturer(n->product->manufacturer), n->caps,
                                      ledger, n->gpu_count, out, diag);
 }
+
+/* The topology profile of a hostname-only hierarchy: fnv64- + FNV-1a-64 of the level keys. */
+static void topology_profile(char *out, size_t len)
+{
+        snprintf(out, len, "fnv64-%016llx",
+                 (unsigned long long)tsr_fnv1a64_str(SIM_HOSTNAME_LABEL));
+}
+
+void sim_topology_name(char *out, size_t len)
+{
+        char profile[32];
+
+        topology_profile(profile, sizeof(profile));
+        snprintf(out, len, "gpustack-%s", profile);
+}
+
+static int set_label(json_t *labels, const char *key, const char *value)
+{
+        return json_object_set_new(labels, key, json_string(value));
+}
+
+json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i)
+{
+        const struct sim_node *n = &c->nodes[i];
+        json_t *labels = json_object();
+        char key[TSR_KEY_MAX + 64], akey[TSR_NAME_MAX], value[32], profile[32];
+        int rc;
+
+        if (!labels)
+                return NULL;
+        topology_profile(profile, sizeof(profile));
+        rc = set_label(labels, SIM_HOSTNAME_LABEL, n->name);
+        rc |= set_label(labels, "kubernetes.io/os", n->os);
+        rc |= set_label(labels, "kubernetes.io/arch", n->arch);
+        rc |= set_label(labels, "gpustack.ai/managed", "true");
+        rc |= set_label(labels, "topology.gpustack.ai/profile", profile);
+        if (n->product && !tsr_instancetype_accel_key(n->product, akey, sizeof(akey))) {
+                struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
+                struct tsr_fit_labels fit;
+
+                snprintf(key, sizeof(key), TSR_ACCEL_COUNT_PREFIX "%s", akey);
+                rc |= set_label(labels, key, "true");
+                snprintf(key, sizeof(key), TSR_ACCEL_COUNT_PREFIX "%s.count", akey);
+                snprintf(value, sizeof(value), "%u", n->gpu_count);
+                rc |= set_label(labels, key, value);
+                if (tsr_cluster_ledger(c, i, ledger, NULL) == 0) {
+                        tsr_fit_labels_project(n->caps, ledger, n->gpu_count, &fit);
+                        if (fit.present) {
+                                snprintf(key, sizeof(key), TSR_FIT_SLICED_PREFIX "%s", akey);
+                                snprintf(value, sizeof(value), "%lld",
+                                         (long long)fit.sliced_max_free_units);
+                                rc |= set_label(labels, key, value);
+                                snprintf(key, sizeof(key), TSR_FIT_SHARED_PREFIX "%s", akey);
+                                snprintf(value, sizeof(value), "%lld",
+                                         (long long)fit.shared_free_cards);
+                                rc |= set_label(labels, key, value);
+                        }
+                }
+        }
+        if (rc) {
+                json_decref(labels);
+                return NULL;
+        }
+        return labels;
+}
+
+static json_t *quantity_json(int64_t v, enum tsr_qformat f)
+{
+        char s[TSR_QUANTITY_STR_MAX];
+        struct tsr_quantity q = tsr_quantity_from_int(v, f);
+
+        return json_string(tsr_quantity_format(&q, s));
+}
+
+/* cpu, memory and pods of node n, as capacity and allocatable both carry them. */
+static json_t *base_resources(const struct sim_node *n)
+{
+        char cpu[TSR_QUANTITY_STR_MAX];
+        struct tsr_quantity q = {n->cpu_milli, -3, TSR_QF_DECIMAL_SI};
+
+        return json_pack("{s:s, s:o, s:s}", "cpu", tsr_quantity_format(&q, cpu), "memory",
+                         quantity_json(n->memory_bytes, TSR_QF_BINARY_SI), "pods", "110");
+}
+
+json_t *tsr_cluster_node_allocatable(const struct tsr_cluster *c, size_t i)
+{
+        struct tsr_node_keys keys;
+        json_t *out;
+
+        if (tsr_cluster_node_keys(c, i, &keys, NULL))
+                return NULL;
+        out = base_resources(&c->nodes[i]);
+        for (size_t k = 0; out && k < keys.n; k++)
+                json_object_set_new(out, keys.keys[k].name,
+                                    quantity_json(keys.keys[k].allocatable, TSR_QF_DECIMAL_SI));
+        return out;
+}
+
+/* ---- pools and flavors -------------------------------------------------------------------- */
 
 static void pool_of(const struct sim_node *n, const struct tsr_product *product, struct sim_pool *p)
 {
@@ -230,12 +403,70 @@ void tsr_cluster_pools(const struct tsr_cluster *c, struct sim_pool *pools, size
         }
 }
 
-/* Whether node n serves pool p: the generic pool spans every node of its os/arch. */
-static bool node_in_pool(const struct sim_node *n, const struct sim_pool *p)
+const struct sim_pool *tsr_cluster_pool_by_entrance(const struct sim_pool *pools, size_t n,
+                                                    const char *queue)
+{
+        for (size_t i = 0; i < n; i++)
+                if (!strcmp(pools[i].entrance, queue))
+                        return &pools[i];
+        return NULL;
+}
+
+bool tsr_cluster_node_in_pool(const struct sim_node *n, const struct sim_pool *p)
 {
         if (strcmp(n->os, p->os) || strcmp(n->arch, p->arch))
                 return false;
         return !p->product || n->product == p->product;
+}
+
+void tsr_cluster_flavors(const struct tsr_cluster *c, const struct sim_pool *p,
+                         struct sim_flavor *flavors, size_t *n, int *node_flavor)
+{
+        char akey[TSR_NAME_MAX] = "";
+
+        *n = 0;
+        if (p->product)
+                tsr_instancetype_accel_key(p->product, akey, sizeof(akey));
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct sim_node *node = &c->nodes[i];
+                unsigned per = p->product ? node->gpu_count : (unsigned)(node->cpu_milli / 1000);
+                size_t at = 0;
+
+                if (node_flavor)
+                        node_flavor[i] = -1;
+                if (!tsr_cluster_node_in_pool(node, p))
+                        continue;
+                while (at < *n && flavors[at].per_node < per)
+                        at++;
+                if (at == *n || flavors[at].per_node != per) {
+                        if (*n >= SIM_FLAVORS_MAX)
+                                continue;
+                        memmove(&flavors[at + 1], &flavors[at], (*n - at) * sizeof(*flavors));
+                        memset(&flavors[at], 0, sizeof(*flavors));
+                        flavors[at].per_node = per;
+                        if (p->product)
+                                snprintf(flavors[at].name, sizeof(flavors[at].name),
+                                         "gpustack--generic--%s-%s-%s-%ud", akey, p->os, p->arch,
+                                         per);
+                        else
+                                snprintf(flavors[at].name, sizeof(flavors[at].name),
+                                         "gpustack--generic-%s-%s-%uc", p->os, p->arch, per);
+                        (*n)++;
+                }
+                flavors[at].nominal += p->product ? tsr_credits_quota(per) : node->cpu_milli;
+        }
+        if (!node_flavor)
+                return;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                unsigned per =
+                    p->product ? c->nodes[i].gpu_count : (unsigned)(c->nodes[i].cpu_milli / 1000);
+
+                if (!tsr_cluster_node_in_pool(&c->nodes[i], p))
+                        continue;
+                for (size_t f = 0; f < *n; f++)
+                        if (flavors[f].per_node == per)
+                                node_flavor[i] = (int)f;
+        }
 }
 
 int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct sim_pool *p,
@@ -255,7 +486,7 @@ int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct sim_pool *p
         for (size_t i = 0; i < c->n_nodes; i++) {
                 struct tsr_accel_ledger *l = &ledgers[n * SIM_GPUS_MAX];
 
-                if (!p->product || !node_in_pool(&c->nodes[i], p))
+                if (!p->product || !tsr_cluster_node_in_pool(&c->nodes[i], p))
                         continue;
                 rc = tsr_cluster_ledger(c, i, l, diag);
                 if (rc)
@@ -272,24 +503,6 @@ out:
         return rc;
 }
 
-/* Requests of Pods bound to node i, of key name (milli for cpu). */
-static int64_t node_used(const struct tsr_cluster *c, size_t i, const char *name, bool milli)
-{
-        int64_t used = 0;
-
-        for (size_t k = 0; k < c->n_pods; k++) {
-                const struct sim_pod *p = &c->pods[k];
-                struct tsr_pod_req req;
-                struct pod_spec_text text;
-
-                if (p->node != (int)i || p->phase == SIM_SUCCEEDED || p->phase == SIM_FAILED)
-                        continue;
-                if (pod_spec_read(p->obj, &req, &text, NULL) == 0)
-                        used += pod_spec_request(&req, name, milli);
-        }
-        return used;
-}
-
 void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct sim_pool *p,
                           struct tsr_view *out)
 {
@@ -299,9 +512,9 @@ void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct sim_pool *p,
         for (size_t i = 0; i < c->n_nodes; i++) {
                 int64_t free_cores;
 
-                if (!node_in_pool(&c->nodes[i], p))
+                if (!tsr_cluster_node_in_pool(&c->nodes[i], p))
                         continue;
-                free_cores = (c->nodes[i].cpu_milli - node_used(c, i, "cpu", true)) / 1000;
+                free_cores = (c->nodes[i].cpu_milli - sim_node_requested(c, i, "cpu")) / 1000;
                 out->capacity += c->nodes[i].cpu_milli / 1000;
                 out->remaining += free_cores;
                 if (free_cores > out->once_max)
@@ -309,246 +522,35 @@ void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct sim_pool *p,
         }
 }
 
-/* ---- gate 1 ------------------------------------------------------------------------------- */
+/* ---- shared helpers of the actors --------------------------------------------------------- */
 
-static const struct sim_pool *pool_by_entrance(const struct sim_pool *pools, size_t n,
-                                               const char *queue)
+int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name)
 {
-        for (size_t i = 0; i < n; i++)
-                if (!strcmp(pools[i].entrance, queue))
-                        return &pools[i];
-        return NULL;
-}
+        int64_t used = 0;
 
-static int deny(struct tsr_buf *out, const char *webhook, const char *msg)
-{
-        return tsr_buf_addf(out,
-                            "Error from server (Forbidden): admission webhook \"%s\" denied "
-                            "the request: %s\n",
-                            webhook, msg);
-}
-
-static const char *queue_of(json_t *pod)
-{
-        return json_string_value(json_object_get(
-            json_object_get(json_object_get(pod, "metadata"), "labels"), QUEUE_LABEL));
-}
-
-/* Runs gate 1 on pod. Returns 0 and sets *denied when the webhook refused it. */
-static int gate1(struct tsr_cluster *c, json_t *pod, struct tsr_buf *out, bool *denied,
-                 struct tsr_diag *diag)
-{
-        struct sim_pool pools[SIM_POOLS_MAX];
-        const struct sim_pool *pool;
-        struct tsr_pool_views views;
-        struct tsr_fold_pool fold;
-        struct tsr_pod_req *req;
-        struct pod_spec_text *text;
-        struct tsr_request_verdict *v;
-        const char *queue = queue_of(pod);
-        char msg[TSR_FIELD_ERRORS_MAX * TSR_FIELD_ERROR_LEN];
-        size_t np;
-        int rc;
-
-        *denied = false;
-        if (!queue)
-                return 0; /* the webhooks select on the queue label */
-        tsr_cluster_pools(c, pools, &np);
-        pool = pool_by_entrance(pools, np, queue);
-        if (!pool || !pool->product) {
-                if (pool)
-                        return 0; /* a CPU pool: no accelerator rules to apply */
-                snprintf(msg, sizeof(msg),
-                         "no InstanceType carries schedule.gpustack.ai/"
-                         "queue-entrance=%s",
-                         queue);
-                *denied = true;
-                return deny(out, POD_WEBHOOK_MUTATE, msg);
-        }
-        rc = tsr_cluster_pool_views(c, pool, &views, diag);
-        if (rc)
-                return rc;
-        req = malloc(sizeof(*req));
-        text = malloc(sizeof(*text));
-        v = malloc(sizeof(*v));
-        if (!req || !text || !v) {
-                rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-                goto out;
-        }
-        rc = pod_spec_read(pod, req, text, diag);
-        if (rc)
-                goto out;
-        fold.manufacturer = tsr_catalog_manufacturer(pool->product->manufacturer);
-        fold.memory_mib = pool->product->vram_mib;
-        fold.n_profiles = views.n_profiles;
-        fold.profiles = views.physical_profiles;
-        rc = tsr_request_evaluate(req, &fold, v, diag);
-        if (rc)
-                goto out;
-        if (v->n_errors) {
-                *denied = true;
-                rc = deny(out, POD_WEBHOOK_VALIDATE, tsr_request_message(v, msg, sizeof(msg)));
-                goto out;
-        }
-        for (size_t i = 0; i < v->n_edits && !rc; i++)
-                rc = pod_spec_apply_edit(pod, req, &v->edits[i]);
-out:
-        free(req);
-        free(text);
-        free(v);
-        return rc;
-}
-
-/* ---- gates 2-5 ---------------------------------------------------------------------------- */
-
-static int64_t pod_credits(const struct tsr_pod_req *req, const struct tsr_manufacturer *m)
-{
-        char k[TSR_KEY_MAX];
-        int64_t credits = 0;
-
-        tsr_key_format(k, m, TSR_KEY_EXCLUSIVE, NULL);
-        credits += pod_spec_request(req, k, false) * TSR_UNITS_PER_ACCEL;
-        tsr_key_format(k, m, TSR_KEY_SHARED, NULL);
-        credits += pod_spec_request(req, k, false) * TSR_UNITS_PER_SHARE;
-        tsr_key_format(k, m, TSR_KEY_SLICED_UNITS, NULL);
-        int64_t units = pod_spec_request(req, k, false);
-        tsr_key_format(k, m, TSR_KEY_SLICED, NULL);
-        credits += units * pod_spec_request(req, k, false);
-        if (tsr_key_format(k, m, TSR_KEY_PARTITIONED_UNITS, NULL) == 0)
-                credits += pod_spec_request(req, k, false);
-        return credits;
-}
-
-/* Gate 2: the pool's ClusterQueue quota, accelerators x M, against admitted Pods' credits. */
-static bool gate2(const struct tsr_cluster *c, const struct sim_pool *pool, int64_t need)
-{
-        const struct tsr_manufacturer *m = tsr_catalog_manufacturer(pool->product->manufacturer);
-        int64_t nominal = 0, used = 0;
-
-        for (size_t i = 0; i < c->n_nodes; i++)
-                if (node_in_pool(&c->nodes[i], pool))
-                        nominal += (int64_t)c->nodes[i].gpu_count * TSR_UNITS_PER_ACCEL;
         for (size_t k = 0; k < c->n_pods; k++) {
                 const struct sim_pod *p = &c->pods[k];
-                struct tsr_pod_req req;
-                struct pod_spec_text text;
-                const char *q = queue_of(p->obj);
+                struct pod_spec *ps;
 
-                if (!pod_live(p) || !q || strcmp(q, pool->entrance) || p->phase == SIM_SUCCEEDED ||
-                    p->phase == SIM_FAILED)
+                if (p->node != (int)i || tsr_cluster_pod_finished(p))
                         continue;
-                if (pod_spec_read(p->obj, &req, &text, NULL) == 0)
-                        used += pod_credits(&req, m);
-        }
-        return used + need <= nominal;
-}
+                if (pod_spec_new(p->obj, &ps, NULL) == 0) {
+                        int64_t v = tsr_pod_request(&ps->req, name, !strcmp(name, "cpu"));
 
-/* Gate 4: every accelerator key, cpu and memory the Pod asks for fits node i's allocatable. */
-static bool gate4(const struct tsr_cluster *c, size_t i, const struct tsr_pod_req *req)
-{
-        const struct sim_node *n = &c->nodes[i];
-        struct tsr_node_keys keys;
-
-        if (tsr_cluster_node_keys(c, i, &keys, NULL))
-                return false;
-        if (pod_spec_request(req, "cpu", true) > n->cpu_milli - node_used(c, i, "cpu", true))
-                return false;
-        if (pod_spec_request(req, "memory", false) >
-            n->memory_bytes - node_used(c, i, "memory", false))
-                return false;
-        for (size_t k = 0; k < req->n; k++) {
-                const struct tsr_container_req *cr = &req->c[k];
-                const struct tsr_res_item *lists[2] = {cr->requests, cr->limits};
-                size_t counts[2] = {cr->n_requests, cr->n_limits};
-
-                for (int l = 0; l < 2; l++) {
-                        for (size_t x = 0; x < counts[l]; x++) {
-                                struct tsr_key_class kc;
-                                const struct tsr_node_key *nk;
-                                const char *name = lists[l][x].key;
-
-                                tsr_key_classify(name, &kc);
-                                if (kc.kind == TSR_KEY_NONE)
-                                        continue;
-                                nk = tsr_node_keys_find(&keys, name);
-                                if (!nk || pod_spec_request(req, name, false) >
-                                               nk->allocatable - node_used(c, i, name, false))
-                                        return false;
-                        }
+                        used = v > INT64_MAX - used ? INT64_MAX : used + v;
+                        free(ps);
                 }
         }
-        return true;
+        return used;
 }
 
-/* What the Pod's accelerator container asks of gate 3 and gate 5. */
-struct accel_demand {
-        enum tsr_family family;
-        int container; /* index into the request */
-        int64_t units;
-        char profile[64];
-};
-
-static void demand_of(const struct tsr_pod_req *req, const struct tsr_manufacturer *m,
-                      struct accel_demand *d)
+const char *sim_pod_label(const struct sim_pod *p, const char *key)
 {
-        memset(d, 0, sizeof(*d));
-        d->container = -1;
-        for (size_t k = 0; k < req->n; k++) {
-                const struct tsr_container_req *cr = &req->c[k];
-                const struct tsr_res_item *lists[2] = {cr->requests, cr->limits};
-                size_t counts[2] = {cr->n_requests, cr->n_limits};
-
-                for (int l = 0; l < 2; l++) {
-                        for (size_t x = 0; x < counts[l]; x++) {
-                                struct tsr_key_class kc;
-                                int64_t v = 0;
-
-                                tsr_key_classify(lists[l][x].key, &kc);
-                                if (kc.manufacturer != m)
-                                        continue;
-                                if (kc.kind == TSR_KEY_SLICED_UNITS ||
-                                    kc.kind == TSR_KEY_PARTITIONED_UNITS) {
-                                        tsr_quantity_value(&lists[l][x].q, &v);
-                                        d->units = v;
-                                }
-                                if (kc.kind == TSR_KEY_PARTITIONED_PROFILE)
-                                        snprintf(d->profile, sizeof(d->profile), "%.*s",
-                                                 (int)kc.profile_len, kc.profile);
-                                if (kc.kind == TSR_KEY_SLICED || kc.kind == TSR_KEY_PARTITIONED) {
-                                        d->family = tsr_key_family(kc.kind);
-                                        d->container = (int)k;
-                                }
-                        }
-                }
-        }
+        return json_string_value(
+            json_object_get(json_object_get(json_object_get(p->obj, "metadata"), "labels"), key));
 }
 
-/* Live hardware beyond the ledger, per GPU: instances not yet reclaimed. */
-static void hardware_occupied(const struct sim_node *n, uint32_t *out)
-{
-        for (unsigned g = 0; g < n->gpu_count; g++) {
-                struct tsr_gpu_instance inst[TSR_GPU_INSTANCES_MAX];
-                size_t ni = 0;
-
-                out[g] = 0;
-                if (tsr_fake_gpu_ops.gi_list(n->gpus, g, inst, TSR_GPU_INSTANCES_MAX, &ni))
-                        continue;
-                for (size_t k = 0; k < ni; k++)
-                        out[g] |= tsr_geometry_span(inst[k].start, inst[k].size);
-        }
-}
-
-static int pick(const struct sim_node *n, const struct tsr_accel_ledger *ledger,
-                const struct accel_demand *d, const uint32_t *hw, struct tsr_alloc_pick *out)
-{
-        if (d->family == TSR_FAMILY_SLICED)
-                return tsr_alloc_pick_slice(n->caps, ledger, n->gpu_count, d->units, out);
-        if (d->family == TSR_FAMILY_PARTITIONED)
-                return tsr_alloc_pick_partition(n->caps, ledger, hw, n->gpu_count, d->profile, out);
-        return TSR_EINVAL;
-}
-
-static void set_annotation(json_t *pod, const char *key, const char *value)
+void sim_pod_set_annotation(json_t *pod, const char *key, const char *value)
 {
         json_t *meta = json_object_get(pod, "metadata");
         json_t *ann = json_object_get(meta, "annotations");
@@ -560,172 +562,37 @@ static void set_annotation(json_t *pod, const char *key, const char *value)
         json_object_set_new(ann, key, json_string(value));
 }
 
-/* Gate 5 on node i: pick, carve, mark, annotate. Returns 0 or an allocation error. */
-static int gate5(struct tsr_cluster *c, size_t i, struct sim_pod *p, const struct tsr_pod_req *req,
-                 const struct accel_demand *d)
+/* ---- Pods --------------------------------------------------------------------------------- */
+
+/* The API server's defaulting: a container's request of a resource it only limits is the limit. */
+static void default_requests(json_t *pod)
 {
-        struct sim_node *n = &c->nodes[i];
-        struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
-        uint32_t hw[SIM_GPUS_MAX];
-        struct tsr_alloc_pick pk;
-        struct tsr_container_allocation ca;
-        struct tsr_accel_allocation *aa;
-        struct tsr_gpu_info info;
-        char group[128], *json = NULL;
-        int rc;
+        const char *lists[2] = {"initContainers", "containers"};
 
-        rc = tsr_cluster_ledger(c, i, ledger, NULL);
-        if (rc)
-                return rc;
-        hardware_occupied(n, hw);
-        rc = pick(n, ledger, d, hw, &pk);
-        if (rc)
-                return rc;
-        memset(&ca, 0, sizeof(ca));
-        snprintf(ca.container, sizeof(ca.container), "%s", req->c[d->container].name);
-        tsr_instancetype_group_id(n->product, group, sizeof(group));
-        snprintf(ca.group_id, sizeof(ca.group_id), "%s", group);
-        snprintf(ca.manufacturer, sizeof(ca.manufacturer), "%s",
-                 tsr_catalog_manufacturer(n->product->manufacturer)->key);
-        tsr_fake_gpu_ops.device_info(n->gpus, pk.accel, &info);
-        aa = &ca.accels[ca.n++];
-        snprintf(aa->id, sizeof(aa->id), "%s", info.uuid);
-        aa->index = pk.accel;
-        aa->allocated = d->units;
-        if (d->family == TSR_FAMILY_SLICED) {
-                aa->mode = TSR_MODE_SLICED;
-                aa->slices = 1;
-                snprintf(ca.device_ids[ca.n_device_ids++], sizeof(ca.device_ids[0]), "%s:%s:%04u",
-                         group, info.uuid, ledger[pk.accel].allocated_slices);
-        } else {
-                const struct tsr_mig_profile *mp = &n->product->profiles[pk.profile];
-                struct sim_marker *mk;
-                unsigned gi, ci;
+        for (int l = 0; l < 2; l++) {
+                json_t *ct;
+                size_t i;
 
-                if (n->n_markers >= SIM_MARKERS_MAX)
-                        return TSR_ETOOBIG;
-                rc =
-                    tsr_fake_gpu_ops.gi_create(n->gpus, pk.accel, mp->gi_profile_id, pk.start, &gi);
-                if (rc)
-                        return rc;
-                mk = &n->markers[n->n_markers];
-                rc = tsr_fake_gpu_ops.ci_create(n->gpus, pk.accel, gi, &ci, mk->mig_uuid);
-                if (rc) {
-                        tsr_fake_gpu_ops.gi_destroy(n->gpus, pk.accel, gi);
-                        return rc;
-                }
-                snprintf(mk->pod_uid, sizeof(mk->pod_uid), "%s", p->uid);
-                snprintf(mk->container, sizeof(mk->container), "%s", ca.container);
-                snprintf(mk->profile, sizeof(mk->profile), "%s", mp->name);
-                mk->gpu = pk.accel;
-                mk->gi_id = gi;
-                mk->ci_id = ci;
-                mk->misses = 0;
-                n->n_markers++;
-                aa->mode = TSR_MODE_PARTITIONED;
-                snprintf(aa->profile, sizeof(aa->profile), "%s", mp->name);
-                aa->start = pk.start;
-                aa->length = mp->size;
-                snprintf(aa->physical_id, sizeof(aa->physical_id), "%s", mk->mig_uuid);
-                snprintf(ca.device_ids[ca.n_device_ids++], sizeof(ca.device_ids[0]), "%s:%s:%04u",
-                         group, info.uuid, pk.start);
-        }
-        rc = tsr_alloc_annotation_encode(&ca, 1, &json);
-        if (rc)
-                return rc;
-        set_annotation(p->obj, TSR_ALLOC_ANNOTATION, json);
-        free(json);
-        return 0;
-}
+                json_array_foreach(json_object_get(json_object_get(pod, "spec"), lists[l]), i, ct)
+                {
+                        json_t *res = json_object_get(ct, "resources");
+                        json_t *limits = json_object_get(res, "limits");
+                        json_t *requests = json_object_get(res, "requests"), *v;
+                        const char *key;
 
-static void bind(struct tsr_cluster *c, struct sim_pod *p, int node)
-{
-        const struct sim_node *n = &c->nodes[node];
-        json_t *spec = json_object_get(p->obj, "spec");
-
-        c->ip_seq++;
-        snprintf(p->ip, sizeof(p->ip), "10.244.%d.%u", node % 256, 2 + c->ip_seq % 250);
-        p->node = node;
-        p->phase = SIM_RUNNING;
-        p->reason[0] = '\0';
-        json_object_set_new(spec, "nodeName", json_string(n->name));
-}
-
-/* Tries to take pending Pod p through gates 2-5. */
-static void schedule(struct tsr_cluster *c, struct sim_pod *p)
-{
-        struct sim_pool pools[SIM_POOLS_MAX];
-        const struct sim_pool *pool = NULL;
-        struct tsr_pod_req req;
-        struct pod_spec_text text;
-        struct accel_demand d = {.container = -1};
-        const char *queue = queue_of(p->obj);
-        size_t np;
-        const struct tsr_manufacturer *m = NULL;
-
-        if (pod_spec_read(p->obj, &req, &text, NULL))
-                return;
-        if (queue) {
-                tsr_cluster_pools(c, pools, &np);
-                pool = pool_by_entrance(pools, np, queue);
-                if (!pool) {
-                        snprintf(p->reason, sizeof(p->reason), "LocalQueue %s does not exist",
-                                 queue);
-                        return;
-                }
-        }
-        if (pool && pool->product) {
-                m = tsr_catalog_manufacturer(pool->product->manufacturer);
-                demand_of(&req, m, &d);
-                if (!gate2(c, pool, pod_credits(&req, m))) {
-                        snprintf(p->reason, sizeof(p->reason),
-                                 "couldn't assign flavors: "
-                                 "insufficient unused quota for credits.gpustack.ai/%s",
-                                 m->key);
-                        return;
-                }
-        }
-        snprintf(p->reason, sizeof(p->reason), "no node fits the request");
-        for (size_t i = 0; i < c->n_nodes; i++) {
-                struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
-                struct tsr_alloc_pick pk;
-                struct sim_node *n = &c->nodes[i];
-
-                if ((pool && !node_in_pool(n, pool)) || !gate4(c, i, &req))
-                        continue;
-                if (d.family == TSR_FAMILY_SLICED || d.family == TSR_FAMILY_PARTITIONED) {
-                        /* Gate 3: the accelerator check on the node TAS assigned. */
-                        if (tsr_cluster_ledger(c, i, ledger, NULL) ||
-                            pick(n, ledger, &d, NULL, &pk)) {
-                                snprintf(p->reason, sizeof(p->reason),
-                                         "gpustack-node-devices: "
-                                         "Retry: no accelerator on node %s fits the request",
-                                         n->name);
-                                return;
+                        if (!json_is_object(limits) || json_object_size(limits) == 0)
+                                continue;
+                        if (!json_is_object(requests)) {
+                                requests = json_object();
+                                json_object_set_new(res, "requests", requests);
                         }
-                        if (gate5(c, i, p, &req, &d)) {
-                                snprintf(p->reason, sizeof(p->reason),
-                                         "UnexpectedAdmissionError: allocation failed on %s",
-                                         n->name);
-                                return;
+                        json_object_foreach(limits, key, v)
+                        {
+                                if (!json_object_get(requests, key))
+                                        json_object_set(requests, key, v);
                         }
-                } else if (d.family != TSR_FAMILY_NONE) {
-                        snprintf(p->reason, sizeof(p->reason),
-                                 "the %s family is not simulated "
-                                 "yet",
-                                 tsr_family_name(d.family));
-                        return;
                 }
-                bind(c, p, (int)i);
-                return;
         }
-}
-
-static void reconcile(struct tsr_cluster *c)
-{
-        for (size_t k = 0; k < c->n_pods; k++)
-                if (c->pods[k].node < 0 && c->pods[k].phase == SIM_PENDING)
-                        schedule(c, &c->pods[k]);
 }
 
 int tsr_cluster_apply_pod(struct tsr_cluster *c, json_t *pod, struct tsr_buf *out,
@@ -733,14 +600,18 @@ int tsr_cluster_apply_pod(struct tsr_cluster *c, json_t *pod, struct tsr_buf *ou
 {
         json_t *meta = json_object_get(pod, "metadata");
         const char *name = json_string_value(json_object_get(meta, "name"));
-        const char *ns = json_string_value(json_object_get(meta, "namespace"));
+        const char *given_ns = json_string_value(json_object_get(meta, "namespace"));
+        char ns[SIM_NAME_MAX];
         struct sim_pod *p;
         bool denied;
         int rc;
 
-        if (!ns)
-                ns = "default";
-        if (!name || !*name || strlen(name) >= SIM_NAME_MAX || strlen(ns) >= SIM_NAME_MAX) {
+        if (given_ns && strlen(given_ns) >= SIM_NAME_MAX) {
+                json_decref(pod);
+                return tsr_diag_set(diag, TSR_EPARSE, "Pod metadata.namespace: Too long");
+        }
+        snprintf(ns, sizeof(ns), "%s", given_ns ? given_ns : "default");
+        if (!name || !*name || strlen(name) >= SIM_NAME_MAX) {
                 json_decref(pod);
                 return tsr_diag_set(diag, TSR_EPARSE, "Pod metadata.name: Required value");
         }
@@ -758,7 +629,9 @@ int tsr_cluster_apply_pod(struct tsr_cluster *c, json_t *pod, struct tsr_buf *ou
                 json_decref(pod);
                 return rc;
         }
-        rc = gate1(c, pod, out, &denied, diag);
+        json_object_set_new(meta, "namespace", json_string(ns));
+        default_requests(pod);
+        rc = sim_webhook_pod(c, &pod, out, &denied, diag);
         if (rc || denied) {
                 json_decref(pod);
                 return rc;
@@ -774,6 +647,8 @@ int tsr_cluster_apply_pod(struct tsr_cluster *c, json_t *pod, struct tsr_buf *ou
                 c->pods = pods;
                 c->cap_pods = cap;
         }
+        meta = json_object_get(pod, "metadata");
+        name = json_string_value(json_object_get(meta, "name"));
         p = &c->pods[c->n_pods++];
         memset(p, 0, sizeof(*p));
         snprintf(p->name, sizeof(p->name), "%s", name);
@@ -784,129 +659,12 @@ int tsr_cluster_apply_pod(struct tsr_cluster *c, json_t *pod, struct tsr_buf *ou
         p->node = -1;
         p->phase = SIM_PENDING;
         p->created = c->now;
-        json_object_set_new(meta, "namespace", json_string(ns));
+        p->finish_at = -1;
+        p->gated = sim_pod_label(p, SIM_QUEUE_LABEL) != NULL;
         json_object_set_new(meta, "uid", json_string(p->uid));
-        rc = tsr_buf_addf(out, "pod/%s created\n", name);
-        reconcile(c);
+        rc = tsr_buf_addf(out, "pod/%s created\n", p->name);
+        tsr_cluster_reconcile(c);
         return rc;
-}
-
-/* ---- reclaim ------------------------------------------------------------------------------ */
-
-static bool uid_live(const struct tsr_cluster *c, const char *uid)
-{
-        for (size_t k = 0; k < c->n_pods; k++)
-                if (!strcmp(c->pods[k].uid, uid))
-                        return true;
-        return false;
-}
-
-static bool gpu_drained(const struct tsr_cluster *c, size_t node, unsigned gpu)
-{
-        for (size_t k = 0; k < c->n_pods; k++) {
-                struct tsr_container_allocation alloc[TSR_ALLOC_CONTAINERS_MAX];
-                size_t na;
-
-                if (c->pods[k].node != (int)node ||
-                    tsr_cluster_pod_allocation(&c->pods[k], alloc, TSR_ALLOC_CONTAINERS_MAX, &na,
-                                               NULL))
-                        continue;
-                for (size_t a = 0; a < na; a++)
-                        for (size_t x = 0; x < alloc[a].n; x++)
-                                if (alloc[a].accels[x].index == gpu)
-                                        return false;
-        }
-        return true;
-}
-
-static void destroy(struct sim_node *n, unsigned gpu, unsigned gi)
-{
-        struct tsr_gpu_instance inst[TSR_GPU_INSTANCES_MAX];
-        size_t ni = 0;
-
-        if (tsr_fake_gpu_ops.gi_list(n->gpus, gpu, inst, TSR_GPU_INSTANCES_MAX, &ni))
-                return;
-        for (size_t k = 0; k < ni; k++) {
-                if (inst[k].gi_id != gi)
-                        continue;
-                if (inst[k].n_ci)
-                        tsr_fake_gpu_ops.ci_destroy(n->gpus, gpu, gi, inst[k].ci_id);
-                tsr_fake_gpu_ops.gi_destroy(n->gpus, gpu, gi);
-        }
-}
-
-static struct sim_orphan *orphan_slot(struct sim_node *n, unsigned gpu, unsigned gi)
-{
-        for (size_t k = 0; k < n->n_orphans; k++)
-                if (n->orphans[k].gpu == gpu && n->orphans[k].gi_id == gi)
-                        return &n->orphans[k];
-        if (n->n_orphans >= SIM_MARKERS_MAX)
-                return NULL;
-        n->orphans[n->n_orphans] = (struct sim_orphan){gpu, gi, 0};
-        return &n->orphans[n->n_orphans++];
-}
-
-/* One reclaim pass over node i: debounce dead owners and drained orphans, then destroy. */
-static void reclaim_pass(struct tsr_cluster *c, size_t i)
-{
-        struct sim_node *n = &c->nodes[i];
-        size_t k = 0;
-
-        while (k < n->n_markers) {
-                struct sim_marker *mk = &n->markers[k];
-
-                if (uid_live(c, mk->pod_uid)) {
-                        mk->misses = 0;
-                        k++;
-                        continue;
-                }
-                if (++mk->misses < SIM_RECLAIM_MISSES) {
-                        k++;
-                        continue;
-                }
-                destroy(n, mk->gpu, mk->gi_id);
-                memmove(mk, mk + 1, (n->n_markers - k - 1) * sizeof(*mk));
-                n->n_markers--;
-        }
-        for (unsigned g = 0; g < n->gpu_count; g++) {
-                struct tsr_gpu_instance inst[TSR_GPU_INSTANCES_MAX];
-                size_t ni = 0;
-
-                if (tsr_fake_gpu_ops.gi_list(n->gpus, g, inst, TSR_GPU_INSTANCES_MAX, &ni))
-                        continue;
-                for (size_t x = 0; x < ni; x++) {
-                        bool marked = false;
-                        struct sim_orphan *o;
-
-                        for (size_t m = 0; m < n->n_markers; m++)
-                                marked |=
-                                    n->markers[m].gpu == g && n->markers[m].gi_id == inst[x].gi_id;
-                        if (marked || !gpu_drained(c, i, g))
-                                continue;
-                        o = orphan_slot(n, g, inst[x].gi_id);
-                        if (o && ++o->misses >= SIM_RECLAIM_MISSES)
-                                destroy(n, g, inst[x].gi_id);
-                }
-        }
-        /* Forget orphan counters of instances that are gone. */
-        k = 0;
-        while (k < n->n_orphans) {
-                struct tsr_gpu_instance inst[TSR_GPU_INSTANCES_MAX];
-                size_t ni = 0;
-                bool present = false;
-
-                tsr_fake_gpu_ops.gi_list(n->gpus, n->orphans[k].gpu, inst, TSR_GPU_INSTANCES_MAX,
-                                         &ni);
-                for (size_t x = 0; x < ni; x++)
-                        present |= inst[x].gi_id == n->orphans[k].gi_id;
-                if (present) {
-                        k++;
-                        continue;
-                }
-                memmove(&n->orphans[k], &n->orphans[k + 1],
-                        (n->n_orphans - k - 1) * sizeof(n->orphans[0]));
-                n->n_orphans--;
-        }
 }
 
 int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *name)
@@ -921,23 +679,133 @@ int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *na
         memmove(&c->pods[k], &c->pods[k + 1], (c->n_pods - (size_t)k - 1) * sizeof(c->pods[0]));
         c->n_pods--;
         if (node >= 0 && c->nodes[node].product)
-                reclaim_pass(c, (size_t)node);
-        reconcile(c);
+                sim_kubelet_reclaim_pass(c, (size_t)node);
+        tsr_cluster_reconcile(c);
         return 0;
+}
+
+/* ---- Workload storage (kueue.c creates and removes them) ---------------------------------- */
+
+struct sim_workload *sim_workload_add(struct tsr_cluster *c)
+{
+        struct sim_workload *w;
+
+        if (c->n_workloads == c->cap_workloads) {
+                size_t cap = c->cap_workloads ? c->cap_workloads * 2 : 16;
+                struct sim_workload *ws = realloc(c->workloads, cap * sizeof(*ws));
+
+                if (!ws)
+                        return NULL;
+                c->workloads = ws;
+                c->cap_workloads = cap;
+        }
+        w = &c->workloads[c->n_workloads++];
+        memset(w, 0, sizeof(*w));
+        for (size_t p = 0; p < SIM_PODSETS_MAX; p++)
+                w->podsets[p].flavor = -1;
+        c->uid_seq++;
+        snprintf(w->uid, sizeof(w->uid), "00000000-0000-4000-8000-%012x", c->uid_seq);
+        w->created = c->now;
+        return w;
+}
+
+void sim_workload_remove(struct tsr_cluster *c, size_t k)
+{
+        workload_release(&c->workloads[k]);
+        memmove(&c->workloads[k], &c->workloads[k + 1],
+                (c->n_workloads - k - 1) * sizeof(c->workloads[0]));
+        c->n_workloads--;
+}
+
+/* ---- time and the reconcile loop ---------------------------------------------------------- */
+
+void tsr_cluster_reconcile(struct tsr_cluster *c)
+{
+        for (int round = 0; round < RECONCILE_ROUNDS_MAX; round++) {
+                bool moved = false;
+
+                moved |= sim_kueue_sync(c);
+                moved |= sim_kueue_schedule(c);
+                moved |= sim_node_devices_check(c);
+                moved |= sim_kueue_admit(c);
+                moved |= sim_scheduler_bind(c);
+                if (!moved)
+                        return;
+        }
+}
+
+/* The next timer after now: a reclaim pass, a container exit, or a Workload's requeue. */
+static int64_t next_timer(const struct tsr_cluster *c)
+{
+        int64_t t = c->next_pass;
+
+        for (size_t k = 0; k < c->n_pods; k++)
+                if (c->pods[k].phase == SIM_RUNNING && c->pods[k].finish_at > c->now &&
+                    c->pods[k].finish_at < t)
+                        t = c->pods[k].finish_at;
+        for (size_t k = 0; k < c->n_workloads; k++)
+                if (c->workloads[k].requeue_at > c->now && c->workloads[k].requeue_at < t)
+                        t = c->workloads[k].requeue_at;
+        return t;
 }
 
 void tsr_cluster_advance(struct tsr_cluster *c, int64_t seconds)
 {
         int64_t end = c->now + seconds;
 
-        while (c->next_pass <= end) {
-                c->now = c->next_pass;
-                for (size_t i = 0; i < c->n_nodes; i++)
-                        if (c->nodes[i].product)
-                                reclaim_pass(c, i);
-                c->next_pass += SIM_RECLAIM_PERIOD;
-                reconcile(c);
+        for (;;) {
+                int64_t t = next_timer(c);
+
+                if (t > end)
+                        break;
+                c->now = t;
+                sim_kubelet_finish_due(c);
+                if (c->next_pass <= c->now) {
+                        for (size_t i = 0; i < c->n_nodes; i++)
+                                if (c->nodes[i].product)
+                                        sim_kubelet_reclaim_pass(c, i);
+                        c->next_pass += SIM_RECLAIM_PERIOD;
+                }
+                tsr_cluster_reconcile(c);
         }
         c->now = end;
-        reconcile(c);
+        tsr_cluster_reconcile(c);
+}
+
+/* ---- invariants --------------------------------------------------------------------------- */
+
+int tsr_cluster_check(const struct tsr_cluster *c, struct tsr_diag *diag)
+{
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct sim_node *n = &c->nodes[i];
+                struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
+                struct tsr_diag why = {0};
+                int rc = tsr_cluster_ledger(c, i, ledger, &why);
+
+                if (rc)
+                        return tsr_diag_set(diag, TSR_ESTALE, "node %s: ledger: %s", n->name,
+                                            why.msg);
+                for (unsigned g = 0; g < n->gpu_count; g++) {
+                        struct tsr_gpu_instance inst[TSR_GPU_INSTANCES_MAX];
+                        size_t ni = 0;
+                        uint32_t seen = 0;
+
+                        rc = tsr_ledger_check(&n->caps[g], &ledger[g], &why);
+                        if (rc)
+                                return tsr_diag_set(diag, TSR_ESTALE, "node %s: %s", n->name,
+                                                    why.msg);
+                        tsr_fake_gpu_ops.gi_list(n->gpus, g, inst, TSR_GPU_INSTANCES_MAX, &ni);
+                        for (size_t k = 0; k < ni; k++) {
+                                uint32_t span = tsr_geometry_span(inst[k].start, inst[k].size);
+
+                                if (seen & span)
+                                        return tsr_diag_set(diag, TSR_ESTALE,
+                                                            "node %s GPU %u: hardware instances "
+                                                            "overlap at %u",
+                                                            n->name, g, inst[k].start);
+                                seen |= span;
+                        }
+                }
+        }
+        return sim_kueue_check(c, diag);
 }

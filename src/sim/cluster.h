@@ -1,7 +1,17 @@
 /*
  * cluster.h - the simulator's virtual cluster: nodes with fake GPUs and a device manager each,
- * Pods, a virtual clock, and the gate path a Pod takes from `kubectl apply` to a device.
+ * Pods, Kueue Workloads, a virtual clock, and the five gates a Pod passes from `kubectl apply` to a
+ * device.
  *
+ * The actors, each in its own file, run in this order at every reconcile until nothing moves:
+ *   webhooks.c      at create: gate 1 (the Pod webhook's rules, folds and card-count pin, sent
+ *                   back as a JSON Patch), Kueue's Pod scheduling gate, the Workload fit pin;
+ *   kueue.c         Workloads from queued Pods, quota reservation over the pool's flavors with
+ *                   TAS placement (gate 2), admission or eviction on the check's verdict, requeue;
+ *   node_devices.c  the `gpustack-node-devices` AdmissionCheck (gate 3);
+ *   scheduler.c     binding ungated Pods to nodes whose allocatable keys fit (gate 4);
+ *   kubelet.c       device-plugin allocation under the node's lock (gate 5), MIG carving with
+ *                   ownership markers, containers that finish, and the reclaim loop.
  * Invariants: every ledger is rebuilt from the allocation annotations of the Pods bound to its
  * node (never edited); a node's capability changes only when its device manager (re)detects;
  * hardware instances outlive their Pods until the reclaim loop destroys them (3 consecutive passes
@@ -16,6 +26,7 @@
 #include <stdint.h>
 
 #include "codec/alloc_annotation.h"
+#include "core/admit.h"
 #include "core/capability.h"
 #include "core/ledger.h"
 #include "core/node_keys.h"
@@ -28,8 +39,21 @@ struct tsr_buf;
 #define SIM_NAME_MAX       254
 #define SIM_GPUS_MAX       64
 #define SIM_MARKERS_MAX    256
+#define SIM_PODSETS_MAX    8
 #define SIM_RECLAIM_PERIOD 60 /* reclaimResyncInterval, seconds */
 #define SIM_RECLAIM_MISSES 3  /* reclaimMaxMisses */
+#define SIM_RETRY_SECONDS  30 /* the check's requeueAfterSeconds */
+
+#define SIM_QUEUE_LABEL      "kueue.x-k8s.io/queue-name"
+#define SIM_GROUP_LABEL      "kueue.x-k8s.io/pod-group-name"
+#define SIM_GROUP_COUNT      "kueue.x-k8s.io/pod-group-total-count"
+#define SIM_PODSET_LABEL     "kueue.x-k8s.io/podset"
+#define SIM_WORKLOAD_ANN     "kueue.x-k8s.io/workload"
+#define SIM_ADMISSION_GATE   "kueue.x-k8s.io/admission"
+#define SIM_NODE_DEVICES     "gpustack-node-devices"
+#define SIM_HOSTNAME_LABEL   "kubernetes.io/hostname"
+#define SIM_ENTRANCE_LABEL   "schedule.gpustack.ai/queue-entrance"
+#define SIM_INSTANCETYPE_TAG "resource.gpustack.ai/type"
 
 /* The ownership marker the allocator writes with a MIG instance. */
 struct sim_marker {
@@ -70,9 +94,60 @@ struct sim_pod {
         json_t *obj; /* the Pod as stored (after admission mutation) */
         int node;    /* index into nodes, -1 while unbound */
         enum sim_phase phase;
-        int64_t created;  /* virtual seconds */
-        char reason[512]; /* why it is pending */
-        char ip[16];      /* status.podIP once bound: 10.244.<node>.<n> */
+        bool gated;                  /* holds Kueue's admission scheduling gate */
+        int64_t created;             /* virtual seconds */
+        int64_t finish_at;           /* when its containers exit; -1: they run until deleted */
+        bool finish_failed;          /* they exit non-zero */
+        char reason[64];             /* status.reason: UnexpectedAdmissionError */
+        char message[512];           /* status.message, or the PodScheduled condition's message */
+        char ip[16];                 /* status.podIP once bound: 10.244.<node>.<n> */
+        char workload[SIM_NAME_MAX]; /* its Workload ("" for a Pod outside Kueue) */
+        char podset[64];
+};
+
+/* Pods of a PodSet that TAS assigned to one node. */
+struct sim_assignment {
+        size_t node;
+        unsigned count;
+};
+
+struct sim_podset {
+        char name[64];
+        unsigned count;
+        json_t *tmpl; /* the Pod template: {"metadata": {...}, "spec": {...}} */
+        int flavor;   /* index into the pool's flavors while quota is reserved, else -1 */
+        size_t n_assign;
+        struct sim_assignment *assign; /* TAS topology assignment (hostname level) */
+};
+
+struct sim_workload {
+        char name[SIM_NAME_MAX];
+        char ns[SIM_NAME_MAX];
+        char uid[40];
+        char queue[64];
+        char group[SIM_NAME_MAX]; /* the pod group, "" for a single Pod */
+        int64_t created;
+        size_t n_podsets;
+        struct sim_podset podsets[SIM_PODSETS_MAX];
+        /* status */
+        bool reserved;
+        char cluster_queue[SIM_NAME_MAX];
+        int64_t reserved_at;
+        char pending[1280]; /* why quota is not reserved */
+        bool admitted;
+        int64_t admitted_at;
+        bool evicted;
+        char evicted_msg[768];
+        int64_t evicted_at;
+        bool finished;
+        bool failed;
+        int64_t finished_at;
+        bool has_check; /* the ClusterQueue references gpustack-node-devices */
+        enum tsr_check_state check;
+        char check_msg[TSR_ADMIT_MESSAGE_MAX + 64];
+        int64_t check_changed;
+        unsigned retry_count;
+        int64_t requeue_at; /* 0: no backoff pending */
 };
 
 struct tsr_cluster {
@@ -80,13 +155,16 @@ struct tsr_cluster {
         struct sim_node *nodes;
         size_t n_pods, cap_pods;
         struct sim_pod *pods;
+        size_t n_workloads, cap_workloads;
+        struct sim_workload *workloads;
         int64_t now;       /* virtual seconds since the run started */
         int64_t next_pass; /* next periodic reclaim pass */
         unsigned uid_seq;
-        unsigned ip_seq; /* Pods bound so far: the host part of the next Pod IP */
+        unsigned ip_seq;            /* Pods bound so far: the host part of the next Pod IP */
+        bool workload_fit_affinity; /* setting workload-fit-affinity */
 };
 
-/* One accelerator pool: an InstanceType derived from nodes. */
+/* One accelerator pool: an InstanceType (and its ClusterQueue) derived from nodes. */
 struct sim_pool {
         char name[SIM_NAME_MAX];
         char entrance[32];
@@ -96,11 +174,27 @@ struct sim_pool {
 
 #define SIM_POOLS_MAX 32
 
+/* A ResourceFlavor: the nodes of a pool with one per-node accelerator (or CPU) count. */
+struct sim_flavor {
+        char name[SIM_NAME_MAX];
+        unsigned per_node; /* accelerators per node (cores for the CPU pool) */
+        int64_t nominal;   /* its quota: credits, or CPU milli-cores */
+};
+
+#define SIM_FLAVORS_MAX 16
+
 /* Creates an empty cluster. Cannot fail. */
 void tsr_cluster_init(struct tsr_cluster *c);
 
 /* Frees everything the cluster owns. */
 void tsr_cluster_release(struct tsr_cluster *c);
+
+/*
+ * Applies cluster.settings: each known upstream setting name with a boolean value. Returns 0, or
+ * TSR_EINVAL naming an unknown setting or a value of the wrong type.
+ */
+int tsr_cluster_setting(struct tsr_cluster *c, const char *name, json_t *value,
+                        struct tsr_diag *diag);
 
 /*
  * Adds a node. product may be NULL (CPU-only, gpu_count 0). mig_on (may be NULL) gives each GPU's
@@ -129,8 +223,35 @@ int tsr_cluster_ledger(const struct tsr_cluster *c, size_t i, struct tsr_accel_l
 int tsr_cluster_node_keys(const struct tsr_cluster *c, size_t i, struct tsr_node_keys *out,
                           struct tsr_diag *diag);
 
+/*
+ * Node i's labels as the API server holds them (a new object, json_decref): hostname, os, arch,
+ * the managed mark, the accelerator model and count, the topology profile and the per-card fit
+ * labels. Returns NULL only when out of memory.
+ */
+json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i);
+
+/*
+ * Node i's status.allocatable as a JSON object of canonical quantities (a new object): cpu,
+ * memory, pods and every accelerator key. Returns NULL on a corrupt ledger or out of memory.
+ */
+json_t *tsr_cluster_node_allocatable(const struct tsr_cluster *c, size_t i);
+
 /* Fills pools[0..*n) with the InstanceTypes the nodes derive, sorted by name. */
 void tsr_cluster_pools(const struct tsr_cluster *c, struct sim_pool *pools, size_t *n);
+
+/* Returns the pool whose entrance LocalQueue is queue in pools[0..n), or NULL. */
+const struct sim_pool *tsr_cluster_pool_by_entrance(const struct sim_pool *pools, size_t n,
+                                                    const char *queue);
+
+/* Whether node n serves pool p: the generic pool spans every node of its os/arch. */
+bool tsr_cluster_node_in_pool(const struct sim_node *n, const struct sim_pool *p);
+
+/*
+ * Fills flavors[0..*n) with pool p's ResourceFlavors, smallest per-node count first, and sets
+ * node_flavor[i] to node i's flavor index (-1 outside the pool; node_flavor may be NULL).
+ */
+void tsr_cluster_flavors(const struct tsr_cluster *c, const struct sim_pool *p,
+                         struct sim_flavor *flavors, size_t *n, int *node_flavor);
 
 /* Computes the four views of pool p. Returns 0 or an error. */
 int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct sim_pool *p,
@@ -143,8 +264,11 @@ void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct sim_pool *p,
 /* Returns the index of Pod ns/name, or -1. */
 int tsr_cluster_pod(const struct tsr_cluster *c, const char *ns, const char *name);
 
+/* Returns the index of Workload ns/name, or -1. */
+int tsr_cluster_workload(const struct tsr_cluster *c, const char *ns, const char *name);
+
 /*
- * Applies a Pod object (takes ownership of pod) through gate 1. On admission it appends the
+ * Creates a Pod object (takes ownership of pod) through the webhooks. On admission it appends the
  * API server's answer ("pod/NAME created") to out; on a denial, the denial text. Returns 0 in
  * both cases (a denial is output), or an error for a malformed object.
  */
@@ -154,11 +278,24 @@ int tsr_cluster_apply_pod(struct tsr_cluster *c, json_t *pod, struct tsr_buf *ou
 /* Deletes Pod ns/name. Returns 0 or TSR_ENOTFOUND. */
 int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *name);
 
-/* Advances the virtual clock by seconds, running every reclaim pass that falls due. */
+/* Advances the virtual clock by seconds, running every timer that falls due. */
 void tsr_cluster_advance(struct tsr_cluster *c, int64_t seconds);
+
+/* Runs the actors until nothing moves (after any change to the cluster). */
+void tsr_cluster_reconcile(struct tsr_cluster *c);
 
 /* Decodes Pod p's allocation annotation. Returns 0 (n = 0 without one) or an error. */
 int tsr_cluster_pod_allocation(const struct sim_pod *p, struct tsr_container_allocation *out,
                                size_t max, size_t *n, struct tsr_diag *diag);
+
+/* True when Pod p no longer runs (Succeeded or Failed). */
+bool tsr_cluster_pod_finished(const struct sim_pod *p);
+
+/*
+ * Checks every invariant the simulation promises (each ledger within budget and consistent with
+ * its capability, hardware instances disjoint, quota usage within nominal, admitted Pods held).
+ * Returns 0 or TSR_ESTALE with the first broken one in diag.
+ */
+int tsr_cluster_check(const struct tsr_cluster *c, struct tsr_diag *diag);
 
 #endif

@@ -149,6 +149,9 @@ static int kubectl_get(struct tsr_cluster *c, const struct sim_argv *a, const ch
                 }
                 return sim_render_pods(c, ns, np ? pos[0] : NULL, o && !strcmp(o, "wide"), out);
         }
+        if (!strcmp(what, "workloads") || !strcmp(what, "workload") || !strcmp(what, "wl"))
+                return sim_render_workloads(c, ns, np ? pos[0] : NULL, o && !strcmp(o, "json"),
+                                            out);
         return tsr_diag_set(diag, TSR_EPARSE, "kubectl get %s is not simulated", what);
 }
 
@@ -183,9 +186,8 @@ static int kubectl_apply(struct tsr_cluster *c, const struct sim_argv *a, const 
                 }
                 rc = tsr_cluster_apply_pod(c, json_incref(doc), out, diag);
                 if (rc) {
-                        if (!diag || !diag->line)
-                                tsr_diag_set_at(diag, rc, stdin_line + 1, "%s",
-                                                diag ? diag->msg : "invalid Pod");
+                        if (diag && !diag->line)
+                                diag->line = stdin_line + 1;
                         break;
                 }
         }

@@ -5,8 +5,10 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "core/pod_resources.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int read_list(json_t *res, const char *which, struct tsr_res_item *items, size_t *n,
@@ -112,7 +114,23 @@ int pod_spec_read(json_t *pod, struct tsr_pod_req *out, struct pod_spec_text *te
         return rc;
 }
 
-int pod_spec_apply_edit(json_t *pod, const struct tsr_pod_req *req, const struct tsr_res_edit *e)
+int pod_spec_new(json_t *pod, struct pod_spec **out, struct tsr_diag *diag)
+{
+        struct pod_spec *ps = malloc(sizeof(*ps));
+        int rc;
+
+        if (!ps)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        rc = pod_spec_read(pod, &ps->req, &ps->text, diag);
+        if (rc) {
+                free(ps);
+                return rc;
+        }
+        *out = ps;
+        return 0;
+}
+
+int pod_spec_write_edit(json_t *pod, const struct tsr_pod_req *req, const struct tsr_res_edit *e)
 {
         const struct tsr_container_req *r = &req->c[e->container];
         const char *list = r->group == TSR_CG_APP ? "containers" : "initContainers";
@@ -143,41 +161,48 @@ int pod_spec_apply_edit(json_t *pod, const struct tsr_pod_req *req, const struct
         return 0;
 }
 
-static int64_t item_value(const struct tsr_container_req *c, const char *name, bool milli)
+int64_t pod_resources_get(const struct pod_resources *l, const char *name)
 {
-        const struct tsr_res_item *lists[2] = {c->requests, c->limits};
-        size_t counts[2] = {c->n_requests, c->n_limits};
-
-        for (int l = 0; l < 2; l++) {
-                for (size_t i = 0; i < counts[l]; i++) {
-                        int64_t v = 0;
-
-                        if (strcmp(lists[l][i].key, name) != 0)
-                                continue;
-                        if (milli ? tsr_quantity_milli(&lists[l][i].q, &v)
-                                  : tsr_quantity_value(&lists[l][i].q, &v))
-                                return INT64_MAX;
-                        return v;
-                }
-        }
-        return 0;
+        for (size_t i = 0; i < l->n; i++)
+                if (!strcmp(l->r[i].name, name))
+                        return l->r[i].value;
+        return -1;
 }
 
-int64_t pod_spec_request(const struct tsr_pod_req *req, const char *name, bool milli)
+void pod_resources_add(struct pod_resources *l, const char *name, int64_t value)
 {
-        int64_t app = 0, init = 0;
+        for (size_t i = 0; i < l->n; i++) {
+                if (strcmp(l->r[i].name, name))
+                        continue;
+                l->r[i].value =
+                    value > INT64_MAX - l->r[i].value ? INT64_MAX : l->r[i].value + value;
+                return;
+        }
+        if (l->n >= POD_RESOURCES_MAX)
+                return;
+        snprintf(l->r[l->n].name, sizeof(l->r[l->n].name), "%s", name);
+        l->r[l->n].value = value;
+        l->n++;
+}
 
+void pod_spec_resources(const struct tsr_pod_req *req, struct pod_resources *out)
+{
+        out->n = 0;
         for (size_t i = 0; i < req->n; i++) {
-                int64_t v = item_value(&req->c[i], name, milli);
+                const struct tsr_container_req *c = &req->c[i];
+                const struct tsr_res_item *lists[2] = {c->requests, c->limits};
+                size_t counts[2] = {c->n_requests, c->n_limits};
 
-                if (req->c[i].group == TSR_CG_INIT) {
-                        if (v > init)
-                                init = v;
-                } else if (v > INT64_MAX - app) {
-                        app = INT64_MAX;
-                } else {
-                        app += v;
+                for (int l = 0; l < 2; l++) {
+                        for (size_t k = 0; k < counts[l]; k++) {
+                                const char *name = lists[l][k].key;
+
+                                if (pod_resources_get(out, name) >= 0)
+                                        continue;
+                                pod_resources_add(out, name,
+                                                  tsr_pod_request(req, name, !strcmp(name, "cpu")));
+                        }
                 }
         }
-        return app > init ? app : init;
+        pod_resources_add(out, "pods", 1);
 }

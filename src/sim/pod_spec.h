@@ -26,19 +26,39 @@ struct pod_spec_text {
 int pod_spec_read(json_t *pod, struct tsr_pod_req *out, struct pod_spec_text *text,
                   struct tsr_diag *diag);
 
-/*
- * Writes edit into the container's requests and limits. Returns 0, TSR_EINVAL (no such
- * container) or TSR_ENOMEM. req is only read for the container's list and position, but the edit
- * replaces JSON strings that req (and any other tsr_pod_req read from pod) may borrow: after an
- * edit, re-read the Pod with pod_spec_read before using such a request again.
- */
-int pod_spec_apply_edit(json_t *pod, const struct tsr_pod_req *req, const struct tsr_res_edit *e);
+/* A Pod (or template) read into the core model, with the text its numbers were rendered into. */
+struct pod_spec {
+        struct tsr_pod_req req;
+        struct pod_spec_text text;
+};
 
 /*
- * Sums the Pod's effective request of key name: the larger of the app containers' sum and any
- * init container's value (requests, falling back to limits). Writes the value rounded up (milli
- * when milli is true) into *out; 0 when absent.
+ * Reads pod (a Pod or a Pod template: {"metadata", "spec"}) into a new struct pod_spec (free with
+ * free()). Valid while pod lives and is not modified. Returns 0 or an error of pod_spec_read.
  */
-int64_t pod_spec_request(const struct tsr_pod_req *req, const char *name, bool milli);
+int pod_spec_new(json_t *pod, struct pod_spec **out, struct tsr_diag *diag);
+
+/* Writes edit into the Pod copy pod: the container's requests and limits. 0 or TSR_ENOMEM. */
+int pod_spec_write_edit(json_t *pod, const struct tsr_pod_req *req, const struct tsr_res_edit *e);
+
+/* A resource list: names with integer values (cpu in milli-cores, everything else in units). */
+#define POD_RESOURCES_MAX 80
+
+struct pod_resources {
+        size_t n;
+        struct {
+                char name[TSR_KEY_MAX];
+                int64_t value;
+        } r[POD_RESOURCES_MAX];
+};
+
+/* The Pod's effective request of every resource any container names, plus "pods": 1. */
+void pod_spec_resources(const struct tsr_pod_req *req, struct pod_resources *out);
+
+/* The value of name in l, or -1 when l does not list it. */
+int64_t pod_resources_get(const struct pod_resources *l, const char *name);
+
+/* Adds value to name in l (appending it when absent; a full list drops new names). */
+void pod_resources_add(struct pod_resources *l, const char *name, int64_t value);
 
 #endif

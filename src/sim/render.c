@@ -22,7 +22,7 @@ static json_t *qty(int64_t v, enum tsr_qformat f)
         return json_string(tsr_quantity_format(&q, s));
 }
 
-static int dump(json_t *v, struct tsr_buf *out)
+int sim_render_dump(json_t *v, struct tsr_buf *out)
 {
         char *s = json_dumps(v, JSON_INDENT(4) | JSON_SORT_KEYS);
         int rc;
@@ -178,10 +178,10 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                                   "gpustack.ai \"%s\" not found\n",
                                   name);
         else if (!rc && json)
-                rc = dump(name ? json_incref(json_array_get(items, 0))
-                               : json_pack("{s:s, s:s, s:O}", "apiVersion", "v1", "kind", "List",
-                                           "items", items),
-                          out);
+                rc = sim_render_dump(name ? json_incref(json_array_get(items, 0))
+                                          : json_pack("{s:s, s:s, s:O}", "apiVersion", "v1", "kind",
+                                                      "List", "items", items),
+                                     out);
         else if (!rc)
                 rc = sim_table_print(&t, out);
         sim_table_release(&t);
@@ -197,28 +197,30 @@ int sim_render_node(const struct tsr_cluster *c, size_t node, struct tsr_buf *ou
         const struct sim_node *n = &c->nodes[node];
         struct tsr_node_keys keys;
         json_t *cap, *alloc, *labels;
+        char cpu[TSR_QUANTITY_STR_MAX];
+        struct tsr_quantity q = {n->cpu_milli, -3, TSR_QF_DECIMAL_SI};
         int rc = tsr_cluster_node_keys(c, node, &keys, diag);
 
         if (rc)
                 return rc;
-        cap = json_object();
-        json_object_set_new(cap, "cpu", qty(n->cpu_milli / 1000, TSR_QF_DECIMAL_SI));
-        json_object_set_new(cap, "memory", qty(n->memory_bytes, TSR_QF_BINARY_SI));
-        json_object_set_new(cap, "pods", json_string("110"));
+        cap = json_pack("{s:s, s:o, s:s}", "cpu", tsr_quantity_format(&q, cpu), "memory",
+                        qty(n->memory_bytes, TSR_QF_BINARY_SI), "pods", "110");
         for (size_t i = 0; i < keys.n; i++)
                 json_object_set_new(cap, keys.keys[i].name,
                                     qty(keys.keys[i].capacity, TSR_QF_DECIMAL_SI));
-        alloc = json_deep_copy(cap);
-        for (size_t i = 0; i < keys.n; i++)
-                json_object_set_new(alloc, keys.keys[i].name,
-                                    qty(keys.keys[i].allocatable, TSR_QF_DECIMAL_SI));
-        labels =
-            json_pack("{s:s, s:s, s:s, s:s}", "kubernetes.io/hostname", n->name, "kubernetes.io/os",
-                      n->os, "kubernetes.io/arch", n->arch, "gpustack.ai/managed", "true");
-        return dump(json_pack("{s:s, s:s, s:{s:s, s:o}, s:{s:o, s:o}}", "apiVersion", "v1", "kind",
-                              "Node", "metadata", "name", n->name, "labels", labels, "status",
-                              "capacity", cap, "allocatable", alloc),
-                    out);
+        alloc = tsr_cluster_node_allocatable(c, node);
+        labels = tsr_cluster_node_labels(c, node);
+        if (!cap || !alloc || !labels) {
+                json_decref(cap);
+                json_decref(alloc);
+                json_decref(labels);
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        }
+        return sim_render_dump(json_pack("{s:s, s:s, s:{s:s, s:o}, s:{s:o, s:o}}", "apiVersion",
+                                         "v1", "kind", "Node", "metadata", "name", n->name,
+                                         "labels", labels, "status", "capacity", cap, "allocatable",
+                                         alloc),
+                               out);
 }
 
 /* ---- Devices ------------------------------------------------------------------------------ */
@@ -355,10 +357,11 @@ static json_t *capability_json(const struct tsr_accel_cap *cap)
                         if (!((cap->offered >> i) & 1u))
                                 continue;
                         json_array_append_new(
-                            profiles, json_pack("{s:s, s:I, s:I, s:I}", "name", mp->name, "count",
-                                                (json_int_t)tsr_capability_profile_ceiling(cap, i),
-                                                "memoryMib", (json_int_t)mp->memory_mib, "id",
-                                                (json_int_t)mp->gi_profile_id));
+                            profiles,
+                            json_pack("{s:s, s:I, s:I, s:I}", "name", mp->name, "count",
+                                      (json_int_t)tsr_capability_profile_ceiling(cap, i),
+                                      "memoryMib", (json_int_t)tsr_mig_profile_nominal_mib(mp),
+                                      "id", (json_int_t)mp->gi_profile_id));
                 }
                 st = json_pack("{s:{s:I, s:o}}", "partitioned", "count",
                                (json_int_t)tsr_capability_partition_count(cap), "profiles",
@@ -396,20 +399,20 @@ int sim_render_devices(const struct tsr_cluster *c, size_t node, bool json, stru
                 json_array_append_new(spec_acc, capability_json(&n->caps[g]));
                 json_array_append_new(stat_acc, allocation_json(&n->caps[g], &ledger[g]));
         }
-        return dump(json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:I, s:o}]}, "
-                              "s:{s:[{s:s, s:s, s:o}]}}",
-                              "apiVersion", "worker.gpustack.ai/v1alpha1", "kind", "Devices",
-                              "metadata", "name", n->name, "spec", "groups", "id", group,
-                              "manufacturer", mfr, "name", n->product->name, "memory",
-                              (json_int_t)n->product->vram_mib, "accelerators", spec_acc, "status",
-                              "groups", "id", group, "manufacturer", mfr, "accelerators", stat_acc),
-                    out);
+        return sim_render_dump(json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:I, s:o}]}, "
+                                         "s:{s:[{s:s, s:s, s:o}]}}",
+                                         "apiVersion", "worker.gpustack.ai/v1alpha1", "kind",
+                                         "Devices", "metadata", "name", n->name, "spec", "groups",
+                                         "id", group, "manufacturer", mfr, "name", n->product->name,
+                                         "memory", (json_int_t)n->product->vram_mib, "accelerators",
+                                         spec_acc, "status", "groups", "id", group, "manufacturer",
+                                         mfr, "accelerators", stat_acc),
+                               out);
 }
 
 /* ---- Pods --------------------------------------------------------------------------------- */
 
-/* apimachinery's duration.HumanDuration, for whole seconds. */
-static void human_age(int64_t s, char *out, size_t len)
+void sim_render_age(int64_t s, char *out, size_t len)
 {
         if (s < 0)
                 s = 0;
@@ -442,6 +445,20 @@ static const char *phase_name(enum sim_phase p)
                 break;
         }
         return "Pending";
+}
+
+/* The STATUS column kubectl prints: the Pod's reason, its scheduling gate, or its state. */
+static const char *status_column(const struct sim_pod *p)
+{
+        if (p->reason[0])
+                return p->reason;
+        if (p->gated && p->phase == SIM_PENDING)
+                return "SchedulingGated";
+        if (p->phase == SIM_SUCCEEDED)
+                return "Completed";
+        if (p->phase == SIM_FAILED)
+                return "Error";
+        return phase_name(p->phase);
 }
 
 int sim_render_pods(const struct tsr_cluster *c, const char *ns, const char *name, bool wide,
@@ -488,10 +505,10 @@ int sim_render_pods(const struct tsr_cluster *c, const char *ns, const char *nam
 
                 snprintf(ready, sizeof(ready), "%zu/%zu", p->phase == SIM_RUNNING ? containers : 0,
                          containers);
-                human_age(c->now - p->created, age, sizeof(age));
+                sim_render_age(c->now - p->created, age, sizeof(age));
                 const char *row[] = {p->name,
                                      ready,
-                                     phase_name(p->phase),
+                                     status_column(p),
                                      "0",
                                      age,
                                      bound ? p->ip : "<none>",
@@ -512,13 +529,27 @@ int sim_render_pod_json(const struct tsr_cluster *c, size_t pod, struct tsr_buf 
         const struct sim_pod *p = &c->pods[pod];
         json_t *o = json_deep_copy(p->obj);
         json_t *status = json_pack("{s:s}", "phase", phase_name(p->phase));
+        json_t *scheduled;
 
-        if (p->reason[0] && p->phase == SIM_PENDING)
-                json_object_set_new(status, "message", json_string(p->reason));
+        if (p->reason[0])
+                json_object_set_new(status, "reason", json_string(p->reason));
+        if (p->reason[0] && p->message[0])
+                json_object_set_new(status, "message", json_string(p->message));
+        if (p->node >= 0)
+                scheduled = json_pack("{s:s, s:s}", "type", "PodScheduled", "status", "True");
+        else if (p->gated)
+                scheduled = json_pack("{s:s, s:s, s:s, s:s}", "type", "PodScheduled", "status",
+                                      "False", "reason", "SchedulingGated", "message",
+                                      "Scheduling is blocked due to non-empty scheduling gates");
+        else
+                scheduled = json_pack("{s:s, s:s, s:s, s:s}", "type", "PodScheduled", "status",
+                                      "False", "reason", "Unschedulable", "message",
+                                      p->message[0] ? p->message : "waiting for the scheduler");
+        json_object_set_new(status, "conditions", json_pack("[o]", scheduled));
         if (p->node >= 0)
                 json_object_set_new(status, "podIP", json_string(p->ip));
         json_object_set_new(o, "status", status);
-        return dump(o, out);
+        return sim_render_dump(o, out);
 }
 
 int sim_render_container_smi(const struct tsr_cluster *c, size_t pod, struct tsr_buf *out,

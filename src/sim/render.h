@@ -13,6 +13,19 @@
 struct tsr_buf;
 struct tsr_diag;
 
+/* Appends v (takes its reference) as indented JSON with sorted keys, as kubectl -o json prints. */
+int sim_render_dump(json_t *v, struct tsr_buf *out);
+
+/* apimachinery's duration.HumanDuration of s whole seconds ("8s", "3m", "2m30s", "5h"). */
+void sim_render_age(int64_t s, char *out, size_t len);
+
+/* An RFC 3339 timestamp of virtual second t (the simulation starts at 2026-01-01T00:00:00Z). */
+void sim_render_time(int64_t t, char *out, size_t len);
+
+/* `kubectl get workloads [NAME] [-o json]` in namespace ns. */
+int sim_render_workloads(const struct tsr_cluster *c, const char *ns, const char *name, bool json,
+                         struct tsr_buf *out);
+
 /* `kubectl get instancetypes [NAME] [-o wide|json]`. name may be NULL. */
 int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, const char *output,
                              struct tsr_buf *out, struct tsr_diag *diag);

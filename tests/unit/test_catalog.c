@@ -315,6 +315,37 @@ static void test_catalog__eight_unit_family_geometry(void **state)
         assert_int_equal(family, 13);
 }
 
+/* A profile's nominal memory is the size its name states (seeds/nvidia-mig.md). */
+static void test_catalog__nominal_memory_from_the_name(void **state)
+{
+        static const struct {
+                const char *product, *profile;
+                uint64_t mib;
+        } rows[] = {
+            {"NVIDIA H100 80GB HBM3", "3g.40gb", 40960},
+            {"NVIDIA H100 80GB HBM3", "1g.10gb+me", 10240},
+            {"NVIDIA A100-SXM4-40GB", "1g.5gb", 5120},
+            {"NVIDIA A30", "1g.6gb", 6144},
+            {"NVIDIA H200", "7g.141gb", 144384},
+            {"NVIDIA RTX PRO 6000 Blackwell Server Edition", "1g.24gb-me", 24576},
+        };
+        struct tsr_mig_profile bad = {.name = "3g"};
+
+        (void)state;
+        for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+                const struct tsr_product *p = tsr_catalog_product_by_name(rows[i].product);
+                const struct tsr_mig_profile *mp;
+
+                assert_non_null(p);
+                mp = tsr_product_profile(p, rows[i].profile);
+                assert_non_null(mp);
+                assert_int_equal(tsr_mig_profile_nominal_mib(mp), rows[i].mib);
+        }
+        assert_int_equal(tsr_mig_profile_nominal_mib(&bad), 0);
+        bad.name = "3g.xgb";
+        assert_int_equal(tsr_mig_profile_nominal_mib(&bad), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -327,6 +358,7 @@ int main(void)
             cmocka_unit_test(test_catalog__profile_lookup),
             cmocka_unit_test(test_catalog__start_counts),
             cmocka_unit_test(test_catalog__eight_unit_family_geometry),
+            cmocka_unit_test(test_catalog__nominal_memory_from_the_name),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,326 @@
+/*
+ * json_patch.c - diff by recursive descent over sorted object keys; apply on a deep copy that
+ * replaces the document only when every operation succeeded.
+ */
+#include "codec/json_patch.h"
+
+#include "base/buf.h"
+#include "base/diag.h"
+#include "base/err.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- pointers ----------------------------------------------------------------------------- */
+
+static int pointer_push(struct tsr_buf *path, const char *token)
+{
+        int rc = tsr_buf_addch(path, '/');
+
+        for (const char *c = token; *c && !rc; c++) {
+                if (*c == '~')
+                        rc = tsr_buf_adds(path, "~0");
+                else if (*c == '/')
+                        rc = tsr_buf_adds(path, "~1");
+                else
+                        rc = tsr_buf_addch(path, *c);
+        }
+        return rc;
+}
+
+/* Decodes one reference token of len bytes into out (at least len + 1). 0 or TSR_EPARSE. */
+static int token_decode(const char *s, size_t len, char *out)
+{
+        size_t o = 0;
+
+        for (size_t i = 0; i < len; i++) {
+                if (s[i] != '~') {
+                        out[o++] = s[i];
+                        continue;
+                }
+                if (i + 1 >= len || (s[i + 1] != '0' && s[i + 1] != '1'))
+                        return TSR_EPARSE;
+                out[o++] = s[i + 1] == '0' ? '~' : '/';
+                i++;
+        }
+        out[o] = '\0';
+        return 0;
+}
+
+/* ---- diff --------------------------------------------------------------------------------- */
+
+static int add_op(json_t *ops, const char *op, const char *path, json_t *value)
+{
+        json_t *o = json_pack("{s:s, s:s}", "op", op, "path", path);
+
+        if (!o)
+                return TSR_ENOMEM;
+        if (value && json_object_set_new(o, "value", json_deep_copy(value))) {
+                json_decref(o);
+                return TSR_ENOMEM;
+        }
+        return json_array_append_new(ops, o) ? TSR_ENOMEM : 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The keys of o, sorted; *out is malloc'd (free it). */
+static int sorted_keys(json_t *o, const char ***out, size_t *n)
+{
+        const char *key;
+        json_t *v;
+        size_t i = 0;
+
+        *n = json_object_size(o);
+        *out = malloc((*n ? *n : 1) * sizeof(**out));
+        if (!*out)
+                return TSR_ENOMEM;
+        json_object_foreach(o, key, v)(*out)[i++] = key;
+        qsort(*out, *n, sizeof(**out), cmp_str);
+        return 0;
+}
+
+static int diff(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops)
+{
+        const char **keys;
+        size_t n, mark = path->len;
+        int rc;
+
+        if (json_equal(from, to))
+                return 0;
+        if (!json_is_object(from) || !json_is_object(to))
+                return add_op(ops, "replace", path->len ? path->ptr : "", to);
+        rc = sorted_keys(from, &keys, &n);
+        for (size_t i = 0; i < n && !rc; i++) {
+                rc = pointer_push(path, keys[i]);
+                if (!rc && !json_object_get(to, keys[i]))
+                        rc = add_op(ops, "remove", path->ptr, NULL);
+                path->len = mark;
+                path->ptr[mark] = '\0';
+        }
+        free(keys);
+        if (rc)
+                return rc;
+        rc = sorted_keys(to, &keys, &n);
+        for (size_t i = 0; i < n && !rc; i++) {
+                json_t *a = json_object_get(from, keys[i]);
+                json_t *b = json_object_get(to, keys[i]);
+
+                rc = pointer_push(path, keys[i]);
+                if (!rc)
+                        rc = a ? diff(a, b, path, ops) : add_op(ops, "add", path->ptr, b);
+                path->len = mark;
+                path->ptr[mark] = '\0';
+        }
+        free(keys);
+        return rc;
+}
+
+int tsr_json_patch_diff(json_t *from, json_t *to, json_t **ops)
+{
+        struct tsr_buf path = TSR_BUF_INIT;
+        json_t *out = json_array();
+        int rc;
+
+        if (!out)
+                return TSR_ENOMEM;
+        rc = diff(from, to, &path, out);
+        tsr_buf_release(&path);
+        if (rc) {
+                json_decref(out);
+                return rc;
+        }
+        *ops = out;
+        return 0;
+}
+
+/* ---- apply -------------------------------------------------------------------------------- */
+
+/* Where a pointer leads: the container holding the last token, and that token. */
+struct target {
+        json_t *parent; /* NULL: the pointer is "" (the whole document) */
+        char *token;    /* decoded last token (malloc'd) */
+};
+
+static int array_index(const char *token, size_t size, bool allow_end, size_t *out)
+{
+        char *end;
+        unsigned long long v;
+
+        if (allow_end && !strcmp(token, "-")) {
+                *out = size;
+                return 0;
+        }
+        if (!*token || (token[0] == '0' && token[1]) || token[0] < '0' || token[0] > '9')
+                return TSR_EPARSE;
+        v = strtoull(token, &end, 10);
+        if (*end || v > size || (!allow_end && v == size))
+                return TSR_ENOTFOUND;
+        *out = (size_t)v;
+        return 0;
+}
+
+/* Resolves every token but the last of pointer p in doc. */
+static int resolve(json_t *doc, const char *p, struct target *t)
+{
+        json_t *cur = doc;
+        const char *s = p;
+
+        t->parent = NULL;
+        t->token = NULL;
+        if (!*p)
+                return 0;
+        if (*p != '/')
+                return TSR_EPARSE;
+        for (;;) {
+                const char *start = s + 1, *slash = strchr(start, '/');
+                size_t len = slash ? (size_t)(slash - start) : strlen(start);
+                char *tok = malloc(len + 1);
+                size_t idx;
+
+                if (!tok)
+                        return TSR_ENOMEM;
+                if (token_decode(start, len, tok)) {
+                        free(tok);
+                        return TSR_EPARSE;
+                }
+                if (!slash) {
+                        t->parent = cur;
+                        t->token = tok;
+                        return 0;
+                }
+                if (json_is_object(cur)) {
+                        cur = json_object_get(cur, tok);
+                } else if (json_is_array(cur) &&
+                           array_index(tok, json_array_size(cur), false, &idx) == 0) {
+                        cur = json_array_get(cur, idx);
+                } else {
+                        cur = NULL;
+                }
+                free(tok);
+                if (!cur)
+                        return TSR_ENOTFOUND;
+                s = slash;
+        }
+}
+
+static json_t *get_at(const struct target *t, json_t *doc)
+{
+        size_t idx;
+
+        if (!t->parent)
+                return doc;
+        if (json_is_object(t->parent))
+                return json_object_get(t->parent, t->token);
+        if (json_is_array(t->parent) &&
+            array_index(t->token, json_array_size(t->parent), false, &idx) == 0)
+                return json_array_get(t->parent, idx);
+        return NULL;
+}
+
+static int apply_one(json_t **doc, json_t *op, struct tsr_diag *diag, size_t i)
+{
+        const char *name = json_string_value(json_object_get(op, "op"));
+        const char *path = json_string_value(json_object_get(op, "path"));
+        json_t *value = json_object_get(op, "value");
+        struct target t;
+        size_t idx;
+        int rc;
+
+        if (!json_is_object(op) || !name || !path)
+                return tsr_diag_set(diag, TSR_EPARSE, "patch operation %zu needs op and path", i);
+        if (strcmp(name, "add") && strcmp(name, "remove") && strcmp(name, "replace") &&
+            strcmp(name, "test"))
+                return tsr_diag_set(diag, TSR_EPARSE,
+                                    "patch operation %zu: op \"%s\" is not "
+                                    "supported (add, remove, replace, test)",
+                                    i, name);
+        if (strcmp(name, "remove") && !value)
+                return tsr_diag_set(diag, TSR_EPARSE, "patch operation %zu (%s) needs a value", i,
+                                    name);
+        rc = resolve(*doc, path, &t);
+        if (rc)
+                return tsr_diag_set(diag, rc, "patch operation %zu: path \"%s\" %s", i, path,
+                                    rc == TSR_EPARSE ? "is not a JSON pointer" : "does not exist");
+        if (!strcmp(name, "test")) {
+                json_t *cur = get_at(&t, *doc);
+
+                rc = cur && json_equal(cur, value) ? 0 : TSR_ESTALE;
+                if (rc)
+                        tsr_diag_set(diag, rc, "patch operation %zu: test of \"%s\" failed", i,
+                                     path);
+        } else if (!t.parent) {
+                if (!strcmp(name, "remove")) {
+                        rc = tsr_diag_set(diag, TSR_EPARSE,
+                                          "patch operation %zu: cannot remove the document", i);
+                } else {
+                        json_decref(*doc);
+                        *doc = json_deep_copy(value);
+                        rc = *doc ? 0 : TSR_ENOMEM;
+                }
+        } else if (json_is_object(t.parent)) {
+                bool exists = json_object_get(t.parent, t.token) != NULL;
+
+                if (strcmp(name, "add") && !exists)
+                        rc = tsr_diag_set(diag, TSR_ENOTFOUND,
+                                          "patch operation %zu: path \"%s\" does not exist", i,
+                                          path);
+                else if (!strcmp(name, "remove"))
+                        rc = json_object_del(t.parent, t.token) ? TSR_ENOMEM : 0;
+                else
+                        rc = json_object_set_new(t.parent, t.token, json_deep_copy(value))
+                                 ? TSR_ENOMEM
+                                 : 0;
+        } else if (json_is_array(t.parent)) {
+                size_t size = json_array_size(t.parent);
+
+                rc = array_index(t.token, size, !strcmp(name, "add"), &idx);
+                if (rc)
+                        tsr_diag_set(diag, rc, "patch operation %zu: bad array index in \"%s\"", i,
+                                     path);
+                else if (!strcmp(name, "remove"))
+                        rc = json_array_remove(t.parent, idx) ? TSR_ENOMEM : 0;
+                else if (!strcmp(name, "replace"))
+                        rc = json_array_set_new(t.parent, idx, json_deep_copy(value)) ? TSR_ENOMEM
+                                                                                      : 0;
+                else
+                        rc = json_array_insert_new(t.parent, idx, json_deep_copy(value))
+                                 ? TSR_ENOMEM
+                                 : 0;
+        } else {
+                rc = tsr_diag_set(diag, TSR_ENOTFOUND,
+                                  "patch operation %zu: \"%s\" is inside a scalar", i, path);
+        }
+        free(t.token);
+        return rc;
+}
+
+int tsr_json_patch_apply(json_t **doc, json_t *ops, struct tsr_diag *diag)
+{
+        json_t *work, *op;
+        size_t i;
+        int rc = 0;
+
+        if (!json_is_array(ops))
+                return tsr_diag_set(diag, TSR_EPARSE, "a JSON Patch is an array of operations");
+        work = json_deep_copy(*doc);
+        if (!work)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        json_array_foreach(ops, i, op)
+        {
+                rc = apply_one(&work, op, diag, i);
+                if (rc)
+                        break;
+        }
+        if (rc) {
+                json_decref(work);
+                return rc;
+        }
+        json_decref(*doc);
+        *doc = work;
+        return 0;
+}

@@ -1,0 +1,33 @@
+/*
+ * json_patch.h - RFC 6902 JSON Patch, the `patchType: JSONPatch` body of an AdmissionReview
+ * response (spec/kubernetes-contracts.md §1.3), made and applied with jansson.
+ *
+ * tsr_json_patch_diff writes the patch that turns one document into another the way
+ * controller-runtime's PatchResponseFromRaw does: objects are compared key by key (a key only in
+ * `from` is removed, one only in `to` is added, one whose values differ is recursed into when
+ * both are objects and replaced otherwise); arrays and scalars are replaced whole when they
+ * differ. Keys are visited in sorted order, so the patch is deterministic. Paths are RFC 6901
+ * pointers ("~" as "~0", "/" as "~1").
+ *
+ * tsr_json_patch_apply applies the operations add, remove, replace and test (what an admission
+ * patch carries) to a document in place, atomically: on any failure the document is unchanged.
+ * Ownership: diff returns a new array (json_decref); apply borrows both arguments.
+ */
+#ifndef TSR_CODEC_JSON_PATCH_H
+#define TSR_CODEC_JSON_PATCH_H
+
+#include <jansson.h>
+
+struct tsr_diag;
+
+/* Writes the patch from `from` to `to` into *ops (an empty array when equal). 0 or TSR_ENOMEM. */
+int tsr_json_patch_diff(json_t *from, json_t *to, json_t **ops);
+
+/*
+ * Applies ops to *doc (which may be replaced, for a whole-document op). Returns 0, or TSR_EPARSE
+ * (a malformed operation or pointer) / TSR_ENOTFOUND (a path that does not exist) /
+ * TSR_ESTALE (a failed test) with diag naming the operation, leaving *doc unchanged.
+ */
+int tsr_json_patch_apply(json_t **doc, json_t *ops, struct tsr_diag *diag);
+
+#endif

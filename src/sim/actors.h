@@ -1,0 +1,92 @@
+/*
+ * actors.h - the simulator's actors, internal to sim/. tsr_cluster_reconcile runs the bool
+ * functions in the order listed until none reports progress; each returns true when it changed
+ * something another actor may react to. All borrow the cluster; none keeps pointers into it
+ * across calls (its arrays move when they grow).
+ */
+#ifndef TSR_SIM_ACTORS_H
+#define TSR_SIM_ACTORS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "sim/cluster.h"
+
+struct tsr_buf;
+struct tsr_diag;
+
+/* ---- webhooks.c: the mutating and validating webhooks ---- */
+
+/*
+ * Runs a Pod CREATE through the webhooks in the API server's order: gpustack's Pod webhook
+ * (gate 1: rules, folds, card-count pin, applied as the JSON Patch it answers) and Kueue's Pod
+ * webhook (the admission scheduling gate). *pod may be replaced by the patched object. Sets
+ * *denied and appends the API server's denial to out when a webhook refuses. Returns 0 or an
+ * error for an object no webhook could read.
+ */
+int sim_webhook_pod(struct tsr_cluster *c, json_t **pod, struct tsr_buf *out, bool *denied,
+                    struct tsr_diag *diag);
+
+/* The Workload webhook on CREATE: ANDs the fit pin into each PodSet template when it applies. */
+void sim_webhook_workload(struct tsr_cluster *c, struct sim_workload *w);
+
+/* ---- kueue.c: the Kueue controller and scheduler ---- */
+
+/* Creates Workloads for queued Pods, finishes and removes them with their Pods. */
+bool sim_kueue_sync(struct tsr_cluster *c);
+
+/* Reserves quota (flavor + TAS assignment) for pending Workloads whose backoff has passed. */
+bool sim_kueue_schedule(struct tsr_cluster *c);
+
+/* Admits Workloads whose checks are all Ready (ungating their Pods), evicts those on Retry. */
+bool sim_kueue_admit(struct tsr_cluster *c);
+
+/* Quota usage within every flavor's nominal quota. 0 or TSR_ESTALE with diag. */
+int sim_kueue_check(const struct tsr_cluster *c, struct tsr_diag *diag);
+
+/* ---- node_devices.c: the gpustack-node-devices AdmissionCheck controller ---- */
+
+/* Writes the check's verdict on every Workload it may judge. */
+bool sim_node_devices_check(struct tsr_cluster *c);
+
+/* ---- scheduler.c: kube-scheduler ---- */
+
+/* Binds every ungated pending Pod to a node whose allocatable keys fit it, then admits it there. */
+bool sim_scheduler_bind(struct tsr_cluster *c);
+
+/* ---- kubelet.c: kubelet, device plugins and the MIG reclaimer ---- */
+
+/*
+ * Admits Pod k just bound to its node: device-plugin allocation for every container that asks
+ * for an accelerator, then the containers start. A refused allocation fails the Pod with
+ * UnexpectedAdmissionError.
+ */
+void sim_kubelet_admit(struct tsr_cluster *c, size_t k);
+
+/* Ends the containers whose exit time has come (Succeeded or Failed). */
+void sim_kubelet_finish_due(struct tsr_cluster *c);
+
+/* One pass of node i's MIG reclaim loop. */
+void sim_kubelet_reclaim_pass(struct tsr_cluster *c, size_t i);
+
+/* ---- cluster.c: shared helpers ---- */
+
+/* Sum of the effective requests of name by the unfinished Pods bound to node i (cpu in milli). */
+int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name);
+
+/* The Kueue Topology every derived flavor references ("gpustack-fnv64-<16 hex>"). */
+void sim_topology_name(char *out, size_t len);
+
+/* Pod p's label key, or NULL. */
+const char *sim_pod_label(const struct sim_pod *p, const char *key);
+
+/* Sets metadata.annotations[key] = value on a Pod object. */
+void sim_pod_set_annotation(json_t *pod, const char *key, const char *value);
+
+/* Appends a zeroed Workload (uid and creation time set) and returns it, or NULL (no memory). */
+struct sim_workload *sim_workload_add(struct tsr_cluster *c);
+
+/* Removes Workload k (later indices shift down). */
+void sim_workload_remove(struct tsr_cluster *c, size_t k);
+
+#endif

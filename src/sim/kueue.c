@@ -1,0 +1,743 @@
+/*
+ * kueue.c - the Kueue the simulator runs: its Pod integration (one Workload per queued Pod, or
+ * per complete pod group), the scheduler that reserves quota (gate 2) and places every PodSet
+ * with Topology-Aware Scheduling at hostname level, and the controller that admits a Workload
+ * whose checks are Ready or evicts and requeues one whose check says Retry
+ * (spec/kubernetes-contracts.md §3.8).
+ *
+ * Flavors are tried smallest per-node count first (spec/upstream-behavior.md §9). A PodSet fits a
+ * flavor when the ClusterQueue's unused quota covers its credits (CPU for the generic pool) and
+ * TAS can place every Pod: each node of the flavor hosts as many Pods as its allocatable minus
+ * usage allows for every resource the Pod asks for, after its node affinity (the fit pin
+ * included) selects it; usage is the requests of the unfinished Pods bound there plus the Pods
+ * reserved Workloads were assigned there but are not bound yet. Queues are TAS-only without a
+ * topology request, so the implied mode is unconstrained: nodes with the least free capacity
+ * first, ties by name, which fills small gaps before opening a free node.
+ */
+#include "sim/actors.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "base/fnv.h"
+#include "base/quantity.h"
+#include "codec/affinity.h"
+#include "core/credits.h"
+#include "core/pod_resources.h"
+#include "sim/pod_spec.h"
+
+#include <nettle/sha1.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Workloads from Pods ------------------------------------------------------------------ */
+
+/* Kueue's Workload name for a Pod: pod-<name>-<5 hex of SHA-1("Pod\n\n<name>\n<uid>")>. */
+static void workload_name_for_pod(const struct sim_pod *p, char *out, size_t len)
+{
+        struct sha1_ctx ctx;
+        uint8_t digest[SHA1_DIGEST_SIZE];
+
+        sha1_init(&ctx);
+        sha1_update(&ctx, 5, (const uint8_t *)"Pod\n\n");
+        sha1_update(&ctx, strlen(p->name), (const uint8_t *)p->name);
+        sha1_update(&ctx, 1, (const uint8_t *)"\n");
+        sha1_update(&ctx, strlen(p->uid), (const uint8_t *)p->uid);
+        sha1_digest(&ctx, sizeof(digest), digest);
+        snprintf(out, len, "pod-%.*s-%02x%02x%x", (int)(len > 240 ? 240 : len), p->name, digest[0],
+                 digest[1], digest[2] >> 4);
+}
+
+/* The Pod template of a PodSet: the Pod's labels, annotations and spec. */
+static json_t *template_of(const struct sim_pod *p)
+{
+        json_t *meta = json_object_get(p->obj, "metadata");
+        json_t *labels = json_object_get(meta, "labels");
+        json_t *ann = json_object_get(meta, "annotations");
+
+        return json_pack("{s:{s:O?, s:O?}, s:O}", "metadata", "labels", labels, "annotations", ann,
+                         "spec", json_object_get(p->obj, "spec"));
+}
+
+/* A role name for a pod group's PodSet: 8 hex of FNV-1a-64 over the Pod spec's JSON. */
+static void role_of(const struct sim_pod *p, char *out, size_t len)
+{
+        char *s = json_dumps(json_object_get(p->obj, "spec"), JSON_COMPACT | JSON_SORT_KEYS);
+
+        snprintf(out, len, "%08llx",
+                 (unsigned long long)(s ? tsr_fnv1a64_str(s) & 0xffffffffu : 0));
+        free(s);
+}
+
+/* Adds Pod p to w's PodSets (a new one for a new role). Returns false past SIM_PODSETS_MAX. */
+static bool add_to_podset(struct sim_workload *w, struct sim_pod *p, const char *role)
+{
+        size_t k;
+
+        for (k = 0; k < w->n_podsets; k++)
+                if (!strcmp(w->podsets[k].name, role))
+                        break;
+        if (k == w->n_podsets) {
+                if (k >= SIM_PODSETS_MAX)
+                        return false;
+                snprintf(w->podsets[k].name, sizeof(w->podsets[k].name), "%s", role);
+                w->podsets[k].tmpl = template_of(p);
+                w->n_podsets++;
+        }
+        w->podsets[k].count++;
+        snprintf(p->workload, sizeof(p->workload), "%s", w->name);
+        snprintf(p->podset, sizeof(p->podset), "%s", role);
+        return true;
+}
+
+/* Creates the Workload of a single queued Pod. */
+static bool create_single(struct tsr_cluster *c, size_t k)
+{
+        struct sim_workload *w = sim_workload_add(c);
+        struct sim_pod *p = &c->pods[k];
+
+        if (!w)
+                return false;
+        workload_name_for_pod(p, w->name, sizeof(w->name));
+        snprintf(w->ns, sizeof(w->ns), "%s", p->ns);
+        snprintf(w->queue, sizeof(w->queue), "%s", sim_pod_label(p, SIM_QUEUE_LABEL));
+        add_to_podset(w, p, "main");
+        sim_webhook_workload(c, w);
+        return true;
+}
+
+/* The declared size of Pod p's group, or 0 when the annotation is missing or malformed. */
+static unsigned group_total(const struct sim_pod *p)
+{
+        const char *v = json_string_value(json_object_get(
+            json_object_get(json_object_get(p->obj, "metadata"), "annotations"), SIM_GROUP_COUNT));
+        char *end;
+        unsigned long n;
+
+        if (!v)
+                return 0;
+        n = strtoul(v, &end, 10);
+        return *end || n == 0 || n > 10000 ? 0 : (unsigned)n;
+}
+
+/* Creates the Workload of pod group g in namespace ns once all its Pods exist. */
+static bool create_group(struct tsr_cluster *c, const char *ns, const char *g, unsigned total)
+{
+        struct sim_workload *w;
+        unsigned have = 0;
+
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const char *pg = sim_pod_label(&c->pods[k], SIM_GROUP_LABEL);
+
+                have += pg && !strcmp(pg, g) && !strcmp(c->pods[k].ns, ns);
+        }
+        if (have < total)
+                return false;
+        w = sim_workload_add(c);
+        if (!w)
+                return false;
+        snprintf(w->name, sizeof(w->name), "%s", g);
+        snprintf(w->ns, sizeof(w->ns), "%s", ns);
+        snprintf(w->group, sizeof(w->group), "%s", g);
+        for (size_t k = 0; k < c->n_pods; k++) {
+                struct sim_pod *p = &c->pods[k];
+                const char *pg = sim_pod_label(p, SIM_GROUP_LABEL);
+                char role[16];
+
+                if (!pg || strcmp(pg, g) || strcmp(p->ns, ns))
+                        continue;
+                if (!w->queue[0])
+                        snprintf(w->queue, sizeof(w->queue), "%s",
+                                 sim_pod_label(p, SIM_QUEUE_LABEL));
+                role_of(p, role, sizeof(role));
+                if (!add_to_podset(w, p, role))
+                        break;
+        }
+        sim_webhook_workload(c, w);
+        return true;
+}
+
+static bool member_of(const struct sim_pod *p, const struct sim_workload *w)
+{
+        return !strcmp(p->workload, w->name) && !strcmp(p->ns, w->ns);
+}
+
+bool sim_kueue_sync(struct tsr_cluster *c)
+{
+        bool moved = false;
+
+        for (size_t k = 0; k < c->n_pods; k++) {
+                struct sim_pod *p = &c->pods[k];
+                const char *group = sim_pod_label(p, SIM_GROUP_LABEL);
+                int w;
+
+                if (p->workload[0] || !sim_pod_label(p, SIM_QUEUE_LABEL) ||
+                    tsr_cluster_pod_finished(p))
+                        continue;
+                if (!group) {
+                        moved |= create_single(c, k);
+                        continue;
+                }
+                w = tsr_cluster_workload(c, p->ns, group);
+                if (w >= 0) {
+                        char role[16];
+
+                        role_of(p, role, sizeof(role));
+                        /* a Pod that joins a group already created (a replacement) */
+                        add_to_podset(&c->workloads[w], p, role);
+                        moved = true;
+                } else if (group_total(p)) {
+                        moved |= create_group(c, p->ns, group, group_total(p));
+                }
+        }
+        for (size_t i = c->n_workloads; i-- > 0;) {
+                struct sim_workload *w = &c->workloads[i];
+                unsigned members = 0, done = 0, failed = 0;
+
+                for (size_t k = 0; k < c->n_pods; k++) {
+                        if (!member_of(&c->pods[k], w))
+                                continue;
+                        members++;
+                        done += tsr_cluster_pod_finished(&c->pods[k]);
+                        failed += c->pods[k].phase == SIM_FAILED;
+                }
+                if (members == 0) {
+                        sim_workload_remove(c, i);
+                        moved = true;
+                } else if (!w->finished && done == members) {
+                        w->finished = true;
+                        w->failed = failed > 0;
+                        w->finished_at = c->now;
+                        moved = true;
+                }
+        }
+        return moved;
+}
+
+/* ---- node capacity and usage, as TAS counts them ------------------------------------------ */
+
+struct node_state {
+        struct pod_resources alloc; /* allocatable */
+        struct pod_resources used;  /* bound Pods and reserved, unbound ones */
+        json_t *labels;
+};
+
+static void alloc_of(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
+{
+        struct tsr_node_keys keys;
+
+        out->n = 0;
+        pod_resources_add(out, "cpu", c->nodes[i].cpu_milli);
+        pod_resources_add(out, "memory", c->nodes[i].memory_bytes);
+        pod_resources_add(out, "pods", 110);
+        if (tsr_cluster_node_keys(c, i, &keys, NULL) == 0)
+                for (size_t k = 0; k < keys.n; k++)
+                        pod_resources_add(out, keys.keys[k].name, keys.keys[k].allocatable);
+}
+
+/* Adds count Pods of request req to usage u. */
+static void charge(struct pod_resources *u, const struct pod_resources *req, unsigned count)
+{
+        for (size_t r = 0; r < req->n; r++)
+                pod_resources_add(u, req->r[r].name,
+                                  req->r[r].value > INT64_MAX / (count ? count : 1)
+                                      ? INT64_MAX
+                                      : req->r[r].value * count);
+}
+
+/* The resources one Pod of a PodSet asks for (a new pod_resources; free()), or NULL. */
+static struct pod_resources *podset_request(const struct sim_podset *ps)
+{
+        struct pod_resources *r = malloc(sizeof(*r));
+        struct pod_spec *spec;
+
+        if (!r)
+                return NULL;
+        if (pod_spec_new(ps->tmpl, &spec, NULL)) {
+                free(r);
+                return NULL;
+        }
+        pod_spec_resources(&spec->req, r);
+        free(spec);
+        return r;
+}
+
+/* Pods of w's PodSet ps that are bound to node i. */
+static unsigned bound_on(const struct tsr_cluster *c, const struct sim_workload *w,
+                         const struct sim_podset *ps, size_t i)
+{
+        unsigned n = 0;
+
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const struct sim_pod *p = &c->pods[k];
+
+                n += p->node == (int)i && member_of(p, w) && !strcmp(p->podset, ps->name);
+        }
+        return n;
+}
+
+static bool holds_quota(const struct sim_workload *w)
+{
+        return w->reserved && !w->finished;
+}
+
+static struct node_state *node_states(const struct tsr_cluster *c)
+{
+        struct node_state *ns = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*ns));
+
+        if (!ns)
+                return NULL;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                alloc_of(c, i, &ns[i].alloc);
+                ns[i].labels = tsr_cluster_node_labels(c, i);
+        }
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const struct sim_pod *p = &c->pods[k];
+                struct pod_spec *spec;
+                struct pod_resources r;
+
+                if (p->node < 0 || tsr_cluster_pod_finished(p) || pod_spec_new(p->obj, &spec, NULL))
+                        continue;
+                pod_spec_resources(&spec->req, &r);
+                charge(&ns[p->node].used, &r, 1);
+                free(spec);
+        }
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *w = &c->workloads[k];
+
+                if (!holds_quota(w))
+                        continue;
+                for (size_t s = 0; s < w->n_podsets; s++) {
+                        const struct sim_podset *ps = &w->podsets[s];
+                        struct pod_resources *req = podset_request(ps);
+
+                        for (size_t a = 0; req && a < ps->n_assign; a++) {
+                                unsigned bound = bound_on(c, w, ps, ps->assign[a].node);
+
+                                if (ps->assign[a].count > bound)
+                                        charge(&ns[ps->assign[a].node].used, req,
+                                               ps->assign[a].count - bound);
+                        }
+                        free(req);
+                }
+        }
+        return ns;
+}
+
+static void node_states_free(struct node_state *ns, size_t n)
+{
+        for (size_t i = 0; ns && i < n; i++)
+                json_decref(ns[i].labels);
+        free(ns);
+}
+
+/* How many Pods of request req node state s still holds; *short_of names what limits it. */
+static unsigned pods_fitting(const struct node_state *s, const struct pod_resources *req,
+                             const char **short_of)
+{
+        int64_t best = INT64_MAX;
+
+        *short_of = NULL;
+        for (size_t r = 0; r < req->n; r++) {
+                int64_t want = req->r[r].value, have = pod_resources_get(&s->alloc, req->r[r].name);
+                int64_t used = pod_resources_get(&s->used, req->r[r].name), fit;
+
+                if (want <= 0)
+                        continue;
+                if (used < 0)
+                        used = 0;
+                fit = have < 0 || have - used < want ? 0 : (have - used) / want;
+                if (fit < best) {
+                        best = fit;
+                        if (fit == 0)
+                                *short_of = req->r[r].name;
+                }
+        }
+        return best > 1000000 ? 1000000 : (unsigned)best;
+}
+
+/* ---- quota -------------------------------------------------------------------------------- */
+
+/* What one Pod of ps costs in the pool's quota resource: credits, or CPU milli-cores. */
+static int64_t quota_per_pod(const struct sim_pool *pool, const struct sim_podset *ps)
+{
+        struct pod_spec *spec;
+        int64_t v;
+
+        if (pod_spec_new(ps->tmpl, &spec, NULL))
+                return 0;
+        v = pool->product ? tsr_credits_of_pod(
+                                &spec->req, tsr_catalog_manufacturer(pool->product->manufacturer))
+                          : tsr_pod_request(&spec->req, "cpu", true);
+        free(spec);
+        return v;
+}
+
+static int64_t mul_sat(int64_t a, unsigned b)
+{
+        return b && a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+
+/* Quota of flavor f of pool used by the Workloads that hold a reservation in it. */
+static int64_t quota_used(const struct tsr_cluster *c, const struct sim_pool *pool, int f)
+{
+        int64_t used = 0;
+
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *w = &c->workloads[k];
+
+                if (!holds_quota(w) || strcmp(w->cluster_queue, pool->name))
+                        continue;
+                for (size_t s = 0; s < w->n_podsets; s++)
+                        if (w->podsets[s].flavor == f)
+                                used += mul_sat(quota_per_pod(pool, &w->podsets[s]),
+                                                w->podsets[s].count);
+        }
+        return used;
+}
+
+static void quota_name(const struct sim_pool *pool, char *out, size_t len)
+{
+        if (pool->product)
+                tsr_credits_resource(tsr_catalog_manufacturer(pool->product->manufacturer), out,
+                                     len);
+        else
+                snprintf(out, len, "cpu");
+}
+
+static void quantity_text(int64_t v, bool milli, char *out)
+{
+        struct tsr_quantity q = {v, milli ? -3 : 0, TSR_QF_DECIMAL_SI};
+
+        tsr_quantity_format(&q, out);
+}
+
+int sim_kueue_check(const struct tsr_cluster *c, struct tsr_diag *diag)
+{
+        struct sim_pool pools[SIM_POOLS_MAX];
+        size_t np;
+
+        tsr_cluster_pools(c, pools, &np);
+        for (size_t p = 0; p < np; p++) {
+                struct sim_flavor flavors[SIM_FLAVORS_MAX];
+                size_t nf;
+
+                tsr_cluster_flavors(c, &pools[p], flavors, &nf, NULL);
+                for (size_t f = 0; f < nf; f++) {
+                        int64_t used = quota_used(c, &pools[p], (int)f);
+
+                        if (used > flavors[f].nominal)
+                                return tsr_diag_set(diag, TSR_ESTALE,
+                                                    "flavor %s: %lld of %lld quota reserved",
+                                                    flavors[f].name, (long long)used,
+                                                    (long long)flavors[f].nominal);
+                }
+        }
+        return 0;
+}
+
+/* ---- reservation -------------------------------------------------------------------------- */
+
+struct attempt {
+        const struct sim_pool *pool;
+        struct sim_flavor flavors[SIM_FLAVORS_MAX];
+        size_t n_flavors;
+        int *node_flavor;
+        struct node_state *nodes;
+        char why[1024];
+};
+
+/* Tries to place ps on flavor f by TAS; fills ps->assign and charges the nodes on success. */
+static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim_podset *ps, int f,
+                      const struct pod_resources *req, char *why, size_t len)
+{
+        size_t *order = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*order));
+        unsigned *fits = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*fits));
+        unsigned total = 0, left = ps->count, affinity = 0, in_flavor = 0, by_res = 0;
+        const char *res_name = NULL;
+        size_t n = 0;
+        bool ok = false;
+
+        if (!order || !fits)
+                goto out;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const char *short_of;
+
+                if (a->node_flavor[i] != f)
+                        continue;
+                in_flavor++;
+                if (!tsr_affinity_matches(json_object_get(ps->tmpl, "spec"), c->nodes[i].name,
+                                          a->nodes[i].labels)) {
+                        affinity++;
+                        continue;
+                }
+                fits[i] = pods_fitting(&a->nodes[i], req, &short_of);
+                if (!fits[i]) {
+                        by_res++;
+                        res_name = short_of;
+                        continue;
+                }
+                total += fits[i];
+                /* least free capacity first, ties by name */
+                size_t at = n;
+
+                while (at > 0 && (fits[order[at - 1]] > fits[i] ||
+                                  (fits[order[at - 1]] == fits[i] &&
+                                   strcmp(c->nodes[order[at - 1]].name, c->nodes[i].name) > 0))) {
+                        order[at] = order[at - 1];
+                        at--;
+                }
+                order[at] = i;
+                n++;
+        }
+        if (total < ps->count) {
+                char topology[64];
+                size_t o;
+
+                sim_topology_name(topology, sizeof(topology));
+                if (total)
+                        o = (size_t)snprintf(why, len,
+                                             "topology \"%s\" allows to fit only %u out of %u "
+                                             "pod(s). Total nodes: %u",
+                                             topology, total, ps->count, in_flavor);
+                else
+                        o = (size_t)snprintf(why, len,
+                                             "topology \"%s\" doesn't allow to fit any of %u "
+                                             "pod(s). Total nodes: %u",
+                                             topology, ps->count, in_flavor);
+                if (o < len && (affinity || by_res))
+                        o += (size_t)snprintf(why + o, len - o, "; excluded: ");
+                if (o < len && affinity)
+                        o += (size_t)snprintf(why + o, len - o, "affinity: %u%s", affinity,
+                                              by_res ? ", " : "");
+                if (o < len && by_res)
+                        snprintf(why + o, len - o, "resource \"%s\": %u", res_name, by_res);
+                goto out;
+        }
+        ps->assign = calloc(n ? n : 1, sizeof(*ps->assign));
+        if (!ps->assign)
+                goto out;
+        ps->n_assign = 0;
+        for (size_t x = 0; x < n && left > 0; x++) {
+                unsigned take = fits[order[x]] < left ? fits[order[x]] : left;
+
+                ps->assign[ps->n_assign++] = (struct sim_assignment){order[x], take};
+                charge(&a->nodes[order[x]].used, req, take);
+                left -= take;
+        }
+        ok = true;
+out:
+        free(order);
+        free(fits);
+        return ok;
+}
+
+/* Tries to reserve quota for w with every node's usage in nodes; on failure w->pending says why. */
+static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct node_state *nodes)
+{
+        struct sim_pool pools[SIM_POOLS_MAX];
+        struct attempt a = {.nodes = nodes};
+        struct pod_resources *saved = NULL;
+        int64_t tentative[SIM_FLAVORS_MAX] = {0};
+        char qname[TSR_KEY_MAX], more[TSR_QUANTITY_STR_MAX];
+        size_t np, s;
+        bool ok = false;
+
+        tsr_cluster_pools(c, pools, &np);
+        a.pool = tsr_cluster_pool_by_entrance(pools, np, w->queue);
+        if (!a.pool) {
+                snprintf(w->pending, sizeof(w->pending), "LocalQueue %s doesn't exist", w->queue);
+                return false;
+        }
+        a.node_flavor = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*a.node_flavor));
+        saved = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*saved));
+        if (!a.node_flavor || !saved)
+                goto out;
+        for (size_t i = 0; i < c->n_nodes; i++)
+                saved[i] = nodes[i].used;
+        tsr_cluster_flavors(c, a.pool, a.flavors, &a.n_flavors, a.node_flavor);
+        quota_name(a.pool, qname, sizeof(qname));
+        for (s = 0; s < w->n_podsets; s++) {
+                struct sim_podset *ps = &w->podsets[s];
+                struct pod_resources *req = podset_request(ps);
+                int64_t need = mul_sat(quota_per_pod(a.pool, ps), ps->count);
+                size_t o = 0;
+                int chosen = -1;
+
+                for (size_t f = 0; req && f < a.n_flavors && chosen < 0; f++) {
+                        int64_t used = quota_used(c, a.pool, (int)f) + tentative[f];
+                        char tas[512];
+
+                        if (o && o < sizeof(a.why))
+                                o += (size_t)snprintf(a.why + o, sizeof(a.why) - o, ", ");
+                        if (need > a.flavors[f].nominal - used) {
+                                quantity_text(need - (a.flavors[f].nominal - used),
+                                              !a.pool->product, more);
+                                if (o < sizeof(a.why))
+                                        o += (size_t)snprintf(
+                                            a.why + o, sizeof(a.why) - o,
+                                            "insufficient unused quota for %s in flavor %s, %s "
+                                            "more needed",
+                                            qname, a.flavors[f].name, more);
+                                continue;
+                        }
+                        if (!tas_place(c, &a, ps, (int)f, req, tas, sizeof(tas))) {
+                                if (o < sizeof(a.why))
+                                        o += (size_t)snprintf(a.why + o, sizeof(a.why) - o, "%s",
+                                                              tas);
+                                continue;
+                        }
+                        chosen = (int)f;
+                        tentative[f] += need;
+                }
+                free(req);
+                if (chosen < 0) {
+                        if (!a.n_flavors)
+                                snprintf(a.why, sizeof(a.why), "no flavor serves the queue");
+                        snprintf(w->pending, sizeof(w->pending),
+                                 "couldn't assign flavors to pod set %s: %s", ps->name, a.why);
+                        break;
+                }
+                ps->flavor = chosen;
+        }
+        if (s < w->n_podsets) {
+                for (size_t k = 0; k < w->n_podsets; k++) {
+                        free(w->podsets[k].assign);
+                        w->podsets[k].assign = NULL;
+                        w->podsets[k].n_assign = 0;
+                        w->podsets[k].flavor = -1;
+                }
+                for (size_t i = 0; i < c->n_nodes; i++)
+                        nodes[i].used = saved[i];
+                goto out;
+        }
+        w->reserved = true;
+        w->reserved_at = c->now;
+        snprintf(w->cluster_queue, sizeof(w->cluster_queue), "%s", a.pool->name);
+        w->pending[0] = '\0';
+        w->evicted = false; /* re-reserving quota clears the eviction */
+        w->has_check = a.pool->product != NULL;
+        w->check = TSR_CHECK_PENDING;
+        ok = true;
+out:
+        free(a.node_flavor);
+        free(saved);
+        return ok;
+}
+
+bool sim_kueue_schedule(struct tsr_cluster *c)
+{
+        struct node_state *nodes = NULL;
+        bool moved = false;
+
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                struct sim_workload *w = &c->workloads[k];
+
+                if (w->reserved || w->finished || w->requeue_at > c->now)
+                        continue;
+                if (!nodes) {
+                        nodes = node_states(c);
+                        if (!nodes)
+                                return false;
+                }
+                moved |= try_reserve(c, w, nodes);
+        }
+        node_states_free(nodes, c->n_nodes);
+        return moved;
+}
+
+/* ---- admission and eviction --------------------------------------------------------------- */
+
+/* Removes Kueue's admission gate from Pod p and pins it to node name (the topology ungater). */
+static void ungate(struct sim_pod *p, const struct sim_workload *w, const char *node)
+{
+        json_t *spec = json_object_get(p->obj, "spec");
+        json_t *gates = json_object_get(spec, "schedulingGates");
+        json_t *selector = json_object_get(spec, "nodeSelector");
+        json_t *labels = json_object_get(json_object_get(p->obj, "metadata"), "labels");
+
+        for (size_t g = json_array_size(gates); g-- > 0;) {
+                const char *name =
+                    json_string_value(json_object_get(json_array_get(gates, g), "name"));
+
+                if (name && !strcmp(name, SIM_ADMISSION_GATE))
+                        json_array_remove(gates, g);
+        }
+        if (gates && json_array_size(gates) == 0)
+                json_object_del(spec, "schedulingGates");
+        if (!json_is_object(selector)) {
+                selector = json_object();
+                json_object_set_new(spec, "nodeSelector", selector);
+        }
+        json_object_set_new(selector, SIM_HOSTNAME_LABEL, json_string(node));
+        json_object_set_new(labels, SIM_PODSET_LABEL, json_string(p->podset));
+        sim_pod_set_annotation(p->obj, SIM_WORKLOAD_ANN, w->name);
+        p->gated = false;
+}
+
+static void admit(struct tsr_cluster *c, struct sim_workload *w)
+{
+        w->admitted = true;
+        w->admitted_at = c->now;
+        for (size_t s = 0; s < w->n_podsets; s++) {
+                const struct sim_podset *ps = &w->podsets[s];
+                size_t a = 0;
+                unsigned used = 0;
+
+                for (size_t k = 0; k < c->n_pods && a < ps->n_assign; k++) {
+                        struct sim_pod *p = &c->pods[k];
+
+                        if (!member_of(p, w) || strcmp(p->podset, ps->name) || !p->gated)
+                                continue;
+                        ungate(p, w, c->nodes[ps->assign[a].node].name);
+                        if (++used == ps->assign[a].count) {
+                                a++;
+                                used = 0;
+                        }
+                }
+        }
+}
+
+static void evict(struct tsr_cluster *c, struct sim_workload *w)
+{
+        snprintf(w->evicted_msg, sizeof(w->evicted_msg),
+                 "Evicted due to AdmissionCheck in Retry state: \"%s\" (%s)", SIM_NODE_DEVICES,
+                 w->check_msg);
+        w->evicted = true;
+        w->evicted_at = c->now;
+        w->reserved = false;
+        for (size_t s = 0; s < w->n_podsets; s++) {
+                free(w->podsets[s].assign);
+                w->podsets[s].assign = NULL;
+                w->podsets[s].n_assign = 0;
+                w->podsets[s].flavor = -1;
+        }
+        w->requeue_at = w->check_changed + SIM_RETRY_SECONDS;
+        if (w->requeue_at <= c->now)
+                w->requeue_at = c->now;
+        snprintf(w->pending, sizeof(w->pending), "Workload is requeued after eviction");
+        w->check = TSR_CHECK_PENDING;
+        snprintf(w->check_msg, sizeof(w->check_msg),
+                 "Reset to Pending after eviction. Previously: Retry");
+        w->retry_count++;
+}
+
+bool sim_kueue_admit(struct tsr_cluster *c)
+{
+        bool moved = false;
+
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                struct sim_workload *w = &c->workloads[k];
+
+                if (!holds_quota(w) || w->admitted)
+                        continue;
+                if (!w->has_check || w->check == TSR_CHECK_READY) {
+                        admit(c, w);
+                        moved = true;
+                } else if (w->check == TSR_CHECK_RETRY) {
+                        evict(c, w);
+                        moved = true;
+                }
+        }
+        return moved;
+}
