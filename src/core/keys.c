@@ -158,8 +158,9 @@ void tsr_key_classify(const char *name, struct tsr_key_class *out)
                         const char *p = rest + 13;
                         size_t klen = strlen(m->partition_kind);
 
+                        /* A profile key must itself be a valid name: "+me" has no key. */
                         if (strncmp(p, m->partition_kind, klen) == 0 && p[klen] == '-' &&
-                            p[klen + 1] != '\0') {
+                            p[klen + 1] != '\0' && tsr_key_is_resource_name(name)) {
                                 out->kind = TSR_KEY_PARTITIONED_PROFILE;
                                 out->manufacturer = m;
                                 out->profile = p + klen + 1;

@@ -135,15 +135,16 @@ static void classify(const struct tsr_container_req *c, const struct tsr_manufac
                 enum tsr_family fam;
 
                 tsr_key_classify(seen.keys[k], &kc);
-                if (kc.kind == TSR_KEY_NONE || kc.manufacturer != m)
+                if (kc.kind == TSR_KEY_NONE)
                         continue;
                 fam = tsr_key_family(kc.kind);
                 if (fam == TSR_FAMILY_VISIBILITY)
                         continue;
+                /* Rules 1 and 6 count every manufacturer's keys, as upstream does. */
                 f->families |= 1u << fam;
                 if (fam == TSR_FAMILY_SLICED || fam == TSR_FAMILY_PARTITIONED)
                         f->slicing = true;
-                if (kc.kind == TSR_KEY_PARTITIONED_PROFILE) {
+                if (kc.kind == TSR_KEY_PARTITIONED_PROFILE && kc.manufacturer == m) {
                         if (!f->profile || f->profile_len != kc.profile_len ||
                             strncmp(f->profile, kc.profile, kc.profile_len) != 0)
                                 f->profiles++;
@@ -155,12 +156,16 @@ static void classify(const struct tsr_container_req *c, const struct tsr_manufac
         }
 }
 
+/* The families in families, by name in sorted order as upstream prints them. */
 static void family_list(unsigned families, char *buf, size_t len)
 {
+        static const enum tsr_family sorted[] = {TSR_FAMILY_EXCLUSIVE, TSR_FAMILY_PARTITIONED,
+                                                 TSR_FAMILY_SHARED, TSR_FAMILY_SLICED};
         size_t o = 0;
 
         buf[0] = '\0';
-        for (int f = TSR_FAMILY_EXCLUSIVE; f <= TSR_FAMILY_PARTITIONED; f++) {
+        for (size_t i = 0; i < sizeof(sorted) / sizeof(sorted[0]); i++) {
+                enum tsr_family f = sorted[i];
                 int n;
 
                 if (!((families >> f) & 1u))
@@ -170,6 +175,14 @@ static void family_list(unsigned families, char *buf, size_t len)
                         return;
                 o += (size_t)n;
         }
+}
+
+/* The value as apimachinery prints it in an Invalid value error: its canonical form. */
+static const char *shown(const struct tsr_res_item *it, char *buf)
+{
+        if (!it)
+                return "";
+        return tsr_quantity_format(&it->q, buf);
 }
 
 static bool is_exactly_one(const struct tsr_res_item *it)
@@ -188,7 +201,7 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
 {
         const struct tsr_manufacturer *m = pool->manufacturer;
         char card[TSR_KEY_MAX], pct[TSR_KEY_MAX], mib[TSR_KEY_MAX], cores[TSR_KEY_MAX];
-        char units[TSR_KEY_MAX], p[TSR_KEY_MAX + 64];
+        char units[TSR_KEY_MAX], p[TSR_KEY_MAX + 64], qbuf[TSR_QUANTITY_STR_MAX];
         const struct tsr_res_item *icard, *ipct, *imib, *icores;
 
         tsr_key_format(card, m, TSR_KEY_SLICED, NULL);
@@ -211,7 +224,7 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
                           "%s: Invalid value: \"%s\": a logical slice request is always a "
                           "single accelerator; multi-accelerator logical slicing is not "
                           "supported yet",
-                          p, icard->text);
+                          p, shown(icard, qbuf));
         if (!ipct && !imib)
                 add_error(v, "%s: Required value: a %s request must set %s or %s", p, card, pct,
                           mib);
@@ -227,7 +240,7 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
                     tsr_quantity_cmp(&ipct->q, &hundred) > 0) {
                         path(p, sizeof(p), c, pct);
                         add_error(v, "%s: Invalid value: \"%s\": must be within (0, 100]", p,
-                                  ipct->text);
+                                  shown(ipct, qbuf));
                 }
         }
         if (imib && !ipct) {
@@ -237,7 +250,7 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
                     (uint64_t)want > pool->memory_mib) {
                         path(p, sizeof(p), c, mib);
                         add_error(v, "%s: Invalid value: \"%s\": must be within (0, %llu]", p,
-                                  imib->text, (unsigned long long)pool->memory_mib);
+                                  shown(imib, qbuf), (unsigned long long)pool->memory_mib);
                 }
         }
         if (icores) {
@@ -248,7 +261,7 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
                     tsr_quantity_cmp(&icores->q, &hundred) > 0) {
                         path(p, sizeof(p), c, cores);
                         add_error(v, "%s: Invalid value: \"%s\": must be within (0, 100]", p,
-                                  icores->text);
+                                  shown(icores, qbuf));
                 }
         } else {
                 add_edit(v, ci, cores, 100);
@@ -271,7 +284,7 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
         if (v->units <= 0) {
                 path(p, sizeof(p), c, ipct ? pct : mib);
                 add_error(v, "%s: Invalid value: \"%s\": cannot derive a positive %s", p,
-                          (ipct ? ipct : imib)->text, units);
+                          shown(ipct ? ipct : imib, qbuf), units);
                 return;
         }
         add_edit(v, ci, units, v->units);
@@ -283,7 +296,7 @@ static void rules_partitioned(const struct tsr_container_req *c, unsigned ci,
 {
         const struct tsr_manufacturer *m = pool->manufacturer;
         char card[TSR_KEY_MAX], units[TSR_KEY_MAX], pkey[TSR_KEY_MAX], p[TSR_KEY_MAX + 64];
-        char profile[TSR_KEY_MAX];
+        char profile[TSR_KEY_MAX], qbuf[TSR_QUANTITY_STR_MAX];
         const struct tsr_res_item *icard, *iprof;
         const struct tsr_profile_figure *offered = NULL;
 
@@ -299,7 +312,7 @@ static void rules_partitioned(const struct tsr_container_req *c, unsigned ci,
                 add_error(v,
                           "%s: Invalid value: \"%s\": a partition request is always a single "
                           "accelerator; request one Pod per instance",
-                          p, icard->text);
+                          p, shown(icard, qbuf));
         if (!f->profile) {
                 add_error(v,
                           "%s: Required value: a %s request must name a profile, e.g. "
@@ -318,7 +331,7 @@ static void rules_partitioned(const struct tsr_container_req *c, unsigned ci,
                 add_error(v,
                           "%s: Invalid value: \"%s\": a partition profile request must be "
                           "exactly 1 instance",
-                          p, iprof ? iprof->text : "");
+                          p, shown(iprof, qbuf));
         }
         for (size_t i = 0; i < pool->n_profiles; i++)
                 if (strcmp(pool->profiles[i].name, profile) == 0)
@@ -347,8 +360,13 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
         struct profile_set all = {0};
         char list[TSR_FIELD_ERROR_LEN / 2];
 
-        if (!pool->manufacturer || pod->n > TSR_CONTAINERS_MAX || pool->memory_mib == 0)
+        if (!pool->manufacturer)
+                return tsr_diag_set(diag, TSR_EINVAL, "the pool names no manufacturer");
+        if (pool->memory_mib == 0)
                 return tsr_diag_set(diag, TSR_EINVAL, "the pool has no accelerator memory");
+        if (pod->n > TSR_CONTAINERS_MAX)
+                return tsr_diag_set(diag, TSR_EINVAL, "the Pod has more than %d containers",
+                                    TSR_CONTAINERS_MAX);
         memset(&v, 0, sizeof(v));
         v.container = -1;
 

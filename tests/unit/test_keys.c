@@ -71,6 +71,8 @@ static const struct class_row class_rows[] = {
     {"nvidia.com/gpu.sliced.bogus", TSR_KEY_NONE, NULL, NULL},
     {"nvidia.com/gpu.partitioned.bogus", TSR_KEY_NONE, NULL, NULL},
     {"nvidia.com/gpu.partitioned.mig-", TSR_KEY_NONE, NULL, NULL},
+    /* not a resource name at all: a "+me" profile has no key (excluded, never rewritten) */
+    {"nvidia.com/gpu.partitioned.mig-1g.10gb+me", TSR_KEY_NONE, NULL, NULL},
     {"nvidia.com/gpu.partitioned.mig", TSR_KEY_NONE, NULL, NULL},
     {"nvidia.com/gpu.partitioned.", TSR_KEY_NONE, NULL, NULL},
     {"nvidia.com/gpu.partitioned.hmig-1g.10gb", TSR_KEY_NONE, NULL, NULL},

@@ -313,6 +313,17 @@ static void test_request__rule1_one_family_one_group(void **state)
                 .msg = E_FAMILIES("exclusive shared"),
             },
             {
+                .what = "rule 1 rejected: families listed sorted by name, as upstream prints them",
+                .c = {{"a", APP, 0, SL "=1 " PCT "=50", NULL},
+                      {"b", APP, 1, PT "=1 " MIG("3g.40gb") "=1", NULL}},
+                .msg = "[" E_FAMILIES("partitioned sliced") ", " E_SLICERS("2") "]",
+            },
+            {
+                .what = "rule 1 rejected: another manufacturer's key counts for its family",
+                .c = {{"main", APP, 0, "amd.com/gpu=1 " SL "=1 " PCT "=50", NULL}},
+                .msg = E_FAMILIES("exclusive sliced"),
+            },
+            {
                 .what = "rule 1 rejected: the same family in the init and the app group",
                 .c = {{"warmup", INIT, 0, G "=1", NULL}, {"main", APP, 0, G "=1", NULL}},
                 .msg = E_GROUPS,
@@ -327,6 +338,13 @@ static void test_request__rule1_one_family_one_group(void **state)
 static void test_request__rule2_sliced_is_one_with_one_memory_budget(void **state)
 {
         static const struct row rows[] = {
+            {
+                .what = "rule 2 rejected: the value is shown in canonical form (0.5 as 500m)",
+                .c = {{"main", APP, 0, SL "=0.5 " PCT "=50", NULL}},
+                .msg = E_SLICED_ONE(AT_C(0, SL), "500m"),
+                .family = TSR_FAMILY_SLICED,
+                .slicer = "main",
+            },
             {
                 .what = "rule 2 accepted: one accelerator, a memory percentage",
                 .c = {{"main", APP, 0, SL "=1 " PCT "=50", NULL}},
