@@ -110,7 +110,8 @@ static int load_cluster(struct loader *l, struct tsr_cluster *c, json_t *root)
 {
         json_t *cluster = json_object_get(root, "cluster");
         json_t *nodes = json_object_get(cluster, "nodes"), *node;
-        json_t *settings = json_object_get(cluster, "settings");
+        json_t *settings = json_object_get(cluster, "settings"), *value;
+        const char *key;
         size_t i;
 
         if (!json_is_object(cluster))
@@ -125,6 +126,15 @@ static int load_cluster(struct loader *l, struct tsr_cluster *c, json_t *root)
 
                 if (rc)
                         return rc;
+        }
+        json_object_foreach(settings, key, value)
+        {
+                int rc = tsr_cluster_setting(c, key, value, l->diag);
+
+                if (rc) {
+                        l->diag->line = tsr_yaml_line(&l->lines, settings, 1);
+                        return rc;
+                }
         }
         return 0;
 }
