@@ -43,6 +43,9 @@ struct tsr_buf;
 #define SIM_RECLAIM_PERIOD 60 /* reclaimResyncInterval, seconds */
 #define SIM_RECLAIM_MISSES 3  /* reclaimMaxMisses */
 #define SIM_RETRY_SECONDS  30 /* the check's requeueAfterSeconds */
+/* Appended to an allocation failure that only a not-yet-reclaimed instance explains. */
+#define SIM_RECLAIM_GAP                                                                            \
+        " (an instance of a deleted Pod still occupies it until the reclaimer destroys it)"
 
 #define SIM_QUEUE_LABEL      "kueue.x-k8s.io/queue-name"
 #define SIM_GROUP_LABEL      "kueue.x-k8s.io/pod-group-name"

@@ -199,11 +199,19 @@ static void allocate_partition(struct sim_node *n, struct tsr_accel_ledger *ledg
 
         if (n->n_markers >= SIM_MARKERS_MAX ||
             tsr_alloc_place(n->caps, ledger, n->gpu_count, d, hw, &pick, 1, &np)) {
+                struct tsr_accel_ledger without_hw[SIM_GPUS_MAX];
+
+                /* The replacement gap: the ledger frees a deleted Pod's slot before the
+                 * reclaimer destroys its instance. Say so when that is what blocks. */
+                memcpy(without_hw, ledger, n->gpu_count * sizeof(*ledger));
                 fail(f,
                      "Pod was rejected: Allocate failed due to rpc error: code = "
-                     "FailedPrecondition desc = no partitioned GPU has a free %s placement, "
+                     "FailedPrecondition desc = no partitioned GPU has a free %s placement%s, "
                      "which is unexpected",
-                     d->profile);
+                     d->profile,
+                     tsr_alloc_place(n->caps, without_hw, n->gpu_count, d, NULL, NULL, 0, NULL)
+                         ? ""
+                         : SIM_RECLAIM_GAP);
                 return;
         }
         mp = &n->product->profiles[pick.profile];
