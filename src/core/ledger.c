@@ -39,6 +39,22 @@ static int64_t record_charge(const struct tsr_alloc_record *r)
         return 0;
 }
 
+/*
+ * Whether a finished Pod's record still charges: a partition stays until its Pod is deleted, and
+ * so does a MetaX or Cambricon slice, whose device outlives the container (upstream §8).
+ */
+static bool charges_when_finished(const struct tsr_accel_cap *cap, const struct tsr_alloc_record *r)
+{
+        enum tsr_manufacturer_id m;
+
+        if (r->mode == TSR_MODE_PARTITIONED)
+                return true;
+        if (r->mode != TSR_MODE_SLICED || !cap->product)
+                return false;
+        m = cap->product->manufacturer;
+        return m == TSR_MFR_METAX || m == TSR_MFR_CAMBRICON;
+}
+
 void tsr_ledger_reset(struct tsr_accel_ledger *l)
 {
         l->mode = TSR_MODE_NONE;
@@ -53,7 +69,7 @@ int tsr_ledger_charge(const struct tsr_accel_cap *cap, struct tsr_accel_ledger *
 {
         if (r->mode == TSR_MODE_NONE)
                 return 0;
-        if (r->finished && r->mode != TSR_MODE_PARTITIONED)
+        if (r->finished && !charges_when_finished(cap, r))
                 return 0;
         if (r->mode == TSR_MODE_PARTITIONED) {
                 if (r->profile < 0 || !cap->product ||

@@ -6,8 +6,9 @@
  * accelerator: exclusive takes everything, a share takes TSR_UNITS_PER_SHARE, a slice its units and
  * one slice slot, a partition its units and its placement. The first record fixes the mode; a
  * record in another mode still charges (the ledger reports what the Pods hold), remaining is
- * clamped at 0. Records of finished Pods stop charging every family but partitions (upstream
- * GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS). tsr_ledger_build is the one function that computes it.
+ * clamped at 0. Records of finished Pods stop charging every family but partitions and MetaX or
+ * Cambricon slices (upstream GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS, §8). tsr_ledger_build is the
+ * one function that computes it.
  * Pure; the caller owns every array.
  */
 #ifndef TSR_CORE_LEDGER_H

@@ -249,6 +249,27 @@ static void test_ledger__finished_pods_stop_charging_except_partitions(void **st
         expect_ledger(&out[4], TSR_MODE_PARTITIONED, 1585000, 15000, 0, 1);
 }
 
+/* MetaX and Cambricon slices outlive their container: a finished Pod's slice still charges. */
+static void test_ledger__finished_metax_and_cambricon_slices_keep_charging(void **state)
+{
+        const struct tsr_product metax = {"MetaX C500", TSR_MFR_METAX, 65536, 8, 64, NULL, 0};
+        const struct tsr_product cambricon = {
+            "Cambricon MLU370", TSR_MFR_CAMBRICON, 49152, 8, 64, NULL, 0};
+        struct tsr_accel_cap caps[2];
+        struct tsr_accel_ledger out[2];
+        const struct tsr_alloc_record recs[] = {
+            finished(rec(0, TSR_MODE_SLICED, 400000)),
+            finished(rec(1, TSR_MODE_SLICED, 800000)),
+        };
+
+        (void)state;
+        tsr_capability_detect(&metax, 0, "GPU-metax-0", false, &caps[0]);
+        tsr_capability_detect(&cambricon, 1, "MLU-cambricon-1", false, &caps[1]);
+        must_build(caps, 2, recs, N_ELEMS(recs), out);
+        expect_ledger(&out[0], TSR_MODE_SLICED, 400000, M - 400000, 1, 0);
+        expect_ledger(&out[1], TSR_MODE_SLICED, 800000, M - 800000, 1, 0);
+}
+
 static void test_ledger__rtx_pro_placements(void **state)
 {
         const struct tsr_product *rtx = product(RTXPRO_NAME);
@@ -531,6 +552,7 @@ int main(void)
             cmocka_unit_test(test_ledger__first_record_fixes_mode),
             cmocka_unit_test(test_ledger__remaining_clamps_at_zero),
             cmocka_unit_test(test_ledger__finished_pods_stop_charging_except_partitions),
+            cmocka_unit_test(test_ledger__finished_metax_and_cambricon_slices_keep_charging),
             cmocka_unit_test(test_ledger__rtx_pro_placements),
             cmocka_unit_test(test_ledger__build_errors),
             cmocka_unit_test(test_ledger__check_accepts_consistent_ledgers),
