@@ -71,6 +71,11 @@ void sim_kubelet_reclaim_pass(struct tsr_cluster *c, size_t i);
 
 /* ---- cluster.c: shared helpers ---- */
 
+struct pod_resources;
+
+/* Node i's allocatable as a resource list: cpu (milli), memory, pods and every accelerator key. */
+void sim_node_allocatable(const struct tsr_cluster *c, size_t i, struct pod_resources *out);
+
 /* Sum of the effective requests of name by the unfinished Pods bound to node i (cpu in milli). */
 int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name);
 

@@ -524,6 +524,19 @@ void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct sim_pool *p,
 
 /* ---- shared helpers of the actors --------------------------------------------------------- */
 
+void sim_node_allocatable(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
+{
+        struct tsr_node_keys keys;
+
+        out->n = 0;
+        pod_resources_add(out, "cpu", c->nodes[i].cpu_milli);
+        pod_resources_add(out, "memory", c->nodes[i].memory_bytes);
+        pod_resources_add(out, "pods", 110);
+        if (tsr_cluster_node_keys(c, i, &keys, NULL) == 0)
+                for (size_t k = 0; k < keys.n; k++)
+                        pod_resources_add(out, keys.keys[k].name, keys.keys[k].allocatable);
+}
+
 int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name)
 {
         int64_t used = 0;

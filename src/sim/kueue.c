@@ -222,19 +222,6 @@ struct node_state {
         json_t *labels;
 };
 
-static void alloc_of(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
-{
-        struct tsr_node_keys keys;
-
-        out->n = 0;
-        pod_resources_add(out, "cpu", c->nodes[i].cpu_milli);
-        pod_resources_add(out, "memory", c->nodes[i].memory_bytes);
-        pod_resources_add(out, "pods", 110);
-        if (tsr_cluster_node_keys(c, i, &keys, NULL) == 0)
-                for (size_t k = 0; k < keys.n; k++)
-                        pod_resources_add(out, keys.keys[k].name, keys.keys[k].allocatable);
-}
-
 /* Adds count Pods of request req to usage u. */
 static void charge(struct pod_resources *u, const struct pod_resources *req, unsigned count)
 {
@@ -288,7 +275,7 @@ static struct node_state *node_states(const struct tsr_cluster *c)
         if (!ns)
                 return NULL;
         for (size_t i = 0; i < c->n_nodes; i++) {
-                alloc_of(c, i, &ns[i].alloc);
+                sim_node_allocatable(c, i, &ns[i].alloc);
                 ns[i].labels = tsr_cluster_node_labels(c, i);
         }
         for (size_t k = 0; k < c->n_pods; k++) {

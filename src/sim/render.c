@@ -35,6 +35,17 @@ int sim_render_dump(json_t *v, struct tsr_buf *out)
         return rc;
 }
 
+int sim_render_result(json_t *items, bool by_name, bool json, const struct sim_table *t,
+                      struct tsr_buf *out)
+{
+        if (!json)
+                return sim_table_print(t, out);
+        return sim_render_dump(by_name ? json_incref(json_array_get(items, 0))
+                                       : json_pack("{s:s, s:s, s:O}", "apiVersion", "v1", "kind",
+                                                   "List", "items", items),
+                               out);
+}
+
 /* ---- InstanceTypes ------------------------------------------------------------------------ */
 
 static json_t *view_json(const struct tsr_view *v)
@@ -177,13 +188,8 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                                   "Error from server (NotFound): instancetypes.worker."
                                   "gpustack.ai \"%s\" not found\n",
                                   name);
-        else if (!rc && json)
-                rc = sim_render_dump(name ? json_incref(json_array_get(items, 0))
-                                          : json_pack("{s:s, s:s, s:O}", "apiVersion", "v1", "kind",
-                                                      "List", "items", items),
-                                     out);
         else if (!rc)
-                rc = sim_table_print(&t, out);
+                rc = sim_render_result(items, name != NULL, json, &t, out);
         sim_table_release(&t);
         json_decref(items);
         return rc;

@@ -16,6 +16,15 @@ struct tsr_diag;
 /* Appends v (takes its reference) as indented JSON with sorted keys, as kubectl -o json prints. */
 int sim_render_dump(json_t *v, struct tsr_buf *out);
 
+struct sim_table;
+
+/*
+ * Prints what a `kubectl get` collected: with json, the one object asked for by name or a List
+ * of items; otherwise the table t.
+ */
+int sim_render_result(json_t *items, bool by_name, bool json, const struct sim_table *t,
+                      struct tsr_buf *out);
+
 /* apimachinery's duration.HumanDuration of s whole seconds ("8s", "3m", "2m30s", "5h"). */
 void sim_render_age(int64_t s, char *out, size_t len);
 

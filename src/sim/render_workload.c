@@ -237,13 +237,8 @@ int sim_render_workloads(const struct tsr_cluster *c, const char *ns, const char
                                   name);
         else if (!rc && !shown && !json)
                 rc = tsr_buf_addf(out, "No resources found in %s namespace.\n", ns);
-        else if (!rc && json)
-                rc = sim_render_dump(name ? json_incref(json_array_get(items, 0))
-                                          : json_pack("{s:s, s:s, s:O}", "apiVersion", "v1", "kind",
-                                                      "List", "items", items),
-                                     out);
         else if (!rc)
-                rc = sim_table_print(&t, out);
+                rc = sim_render_result(items, name != NULL, json, &t, out);
         sim_table_release(&t);
         json_decref(items);
         free(order);

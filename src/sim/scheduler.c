@@ -42,27 +42,13 @@ static void reason_add(struct reasons *rs, const char *text)
         rs->n++;
 }
 
-/* Allocatable of node i as a resource list. */
-static void allocatable(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
-{
-        struct tsr_node_keys keys;
-
-        out->n = 0;
-        pod_resources_add(out, "cpu", c->nodes[i].cpu_milli);
-        pod_resources_add(out, "memory", c->nodes[i].memory_bytes);
-        pod_resources_add(out, "pods", 110);
-        if (tsr_cluster_node_keys(c, i, &keys, NULL) == 0)
-                for (size_t k = 0; k < keys.n; k++)
-                        pod_resources_add(out, keys.keys[k].name, keys.keys[k].allocatable);
-}
-
 /* Whether Pod req fits node i; names the first short resource in *short_of. Scores it in *score. */
 static bool fits(const struct tsr_cluster *c, size_t i, const struct pod_resources *req,
                  const char **short_of, double *score)
 {
         struct pod_resources alloc;
 
-        allocatable(c, i, &alloc);
+        sim_node_allocatable(c, i, &alloc);
         *score = 0;
         for (size_t r = 0; r < req->n; r++) {
                 const char *name = req->r[r].name;
