@@ -176,7 +176,7 @@ static void retry(struct tsr_admit_verdict *out, const struct tsr_admit_workload
         char need[160], role[96] = "";
 
         if (w->n_podsets > 1)
-                snprintf(role, sizeof(role), " of role \"%s\"", ps->name);
+                snprintf(role, sizeof(role), " for role \"%s\"", ps->name);
         tsr_demand_describe(&ps->demand, need, sizeof(need));
         out->state = TSR_CHECK_RETRY;
         snprintf(out->message, sizeof(out->message),
@@ -238,6 +238,15 @@ static bool judge_podset(const struct tsr_admit_node *nodes, size_t n_nodes, str
 
         if (ps->demand.family == TSR_FAMILY_NONE)
                 return true;
+        if (ps->flavor == TSR_ADMIT_NO_FLAVOR) {
+                out->state = TSR_CHECK_RETRY;
+                snprintf(out->message, sizeof(out->message),
+                         "the Workload's admission does not resolve to a single accelerator "
+                         "flavor%s%s%s; will retry once it does",
+                         w->n_podsets > 1 ? " for role \"" : "", w->n_podsets > 1 ? ps->name : "",
+                         w->n_podsets > 1 ? "\"" : "");
+                return false;
+        }
         for (size_t x = 0; x < ps->n_placements; x++) {
                 const struct tsr_admit_placement *pl = &ps->placements[x];
                 const struct tsr_admit_node *node = &nodes[pl->node];
@@ -259,8 +268,12 @@ static bool judge_podset(const struct tsr_admit_node *nodes, size_t n_nodes, str
                 while (placed < pl->pods && place_pod(nodes, s, pl->node, ps) == 0)
                         placed++;
                 if (placed < pl->pods) {
-                        describe_free(node, ledger_of(s, pl->node), &ps->demand, have,
-                                      sizeof(have));
+                        /* A node of another flavor offers this PodSet nothing. */
+                        if (node->flavor != ps->flavor)
+                                snprintf(have, sizeof(have), "none in the PodSet's flavor");
+                        else
+                                describe_free(node, ledger_of(s, pl->node), &ps->demand, have,
+                                              sizeof(have));
                         retry(out, w, ps, where, placed, pl->pods, have);
                         return false;
                 }

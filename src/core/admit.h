@@ -27,6 +27,7 @@
 #ifndef TSR_CORE_ADMIT_H
 #define TSR_CORE_ADMIT_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -56,11 +57,14 @@ struct tsr_admit_placement {
         unsigned pods;
 };
 
+/* A PodSet whose admission names no single accelerator flavor (its credits resource). */
+#define TSR_ADMIT_NO_FLAVOR UINT_MAX
+
 struct tsr_admit_podset {
         const char *name;
         unsigned count; /* Pods in the PodSet */
         struct tsr_demand demand;
-        unsigned flavor;
+        unsigned flavor;     /* or TSR_ADMIT_NO_FLAVOR: judged Retry */
         size_t n_placements; /* 0: no hostname-level assignment */
         const struct tsr_admit_placement *placements;
 };

@@ -133,7 +133,7 @@ static bool judged_of(const struct tsr_cluster *c, const struct sim_workload *w,
                 memset(ap, 0, sizeof(*ap));
                 ap->name = ps->name;
                 ap->count = ps->count;
-                ap->flavor = ps->flavor < 0 ? 0 : (unsigned)ps->flavor;
+                ap->flavor = ps->flavor < 0 ? TSR_ADMIT_NO_FLAVOR : (unsigned)ps->flavor;
                 if (pod_spec_new(ps->tmpl, &spec, NULL) == 0) {
                         tsr_demand_of_pod(&spec->req, m, &ap->demand);
                         free(spec);
