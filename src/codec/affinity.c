@@ -9,13 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The required terms, NULL when absent or JSON null (a nil pointer to Kubernetes). */
 static json_t *required_terms(json_t *spec)
 {
         json_t *na = json_object_get(json_object_get(spec, "affinity"), "nodeAffinity");
+        json_t *terms =
+            json_object_get(json_object_get(na, "requiredDuringSchedulingIgnoredDuringExecution"),
+                            "nodeSelectorTerms");
 
-        return json_object_get(
-            json_object_get(na, "requiredDuringSchedulingIgnoredDuringExecution"),
-            "nodeSelectorTerms");
+        return json_is_null(terms) ? NULL : terms;
 }
 
 static bool in_values(json_t *values, const char *v)
@@ -31,17 +33,24 @@ static bool in_values(json_t *values, const char *v)
         return false;
 }
 
+/* Go's strconv.ParseInt(s, 10, 64): an optional sign, then digits only (no blanks). */
 static bool parse_int(const char *s, long long *out)
 {
         char *end;
+        const char *d = s && (*s == '+' || *s == '-') ? s + 1 : s;
 
-        if (!s || !*s)
+        if (!d || *d < '0' || *d > '9')
                 return false;
         errno = 0;
         *out = strtoll(s, &end, 10);
         return *end == '\0' && errno == 0;
 }
 
+/*
+ * A requirement Kubernetes cannot turn into a selector (labels.NewRequirement refuses it: In and
+ * NotIn without values, Exists and DoesNotExist with values, Gt and Lt without exactly one
+ * integer) makes its term match nothing, as the scheduler drops such terms.
+ */
 static bool expression_holds(json_t *e, const char *actual)
 {
         const char *op = json_string_value(json_object_get(e, "operator"));
@@ -51,13 +60,13 @@ static bool expression_holds(json_t *e, const char *actual)
         if (!op)
                 return false;
         if (!strcmp(op, "Exists"))
-                return actual != NULL;
+                return json_array_size(values) == 0 && actual != NULL;
         if (!strcmp(op, "DoesNotExist"))
-                return actual == NULL;
+                return json_array_size(values) == 0 && actual == NULL;
         if (!strcmp(op, "In"))
-                return actual && in_values(values, actual);
+                return json_array_size(values) > 0 && actual && in_values(values, actual);
         if (!strcmp(op, "NotIn"))
-                return !actual || !in_values(values, actual);
+                return json_array_size(values) > 0 && (!actual || !in_values(values, actual));
         if ((!strcmp(op, "Gt") || !strcmp(op, "Lt")) && json_array_size(values) == 1) {
                 if (!parse_int(actual, &have) ||
                     !parse_int(json_string_value(json_array_get(values, 0)), &want))
@@ -86,8 +95,13 @@ static bool term_matches(json_t *term, const char *node_name, json_t *labels)
         json_array_foreach(fields, i, e)
         {
                 const char *key = json_string_value(json_object_get(e, "key"));
+                const char *op = json_string_value(json_object_get(e, "operator"));
 
-                if (!key || strcmp(key, "metadata.name") || !expression_holds(e, node_name))
+                /* A field selector takes In or NotIn with exactly one value. */
+                if (!key || strcmp(key, "metadata.name") || !op ||
+                    (strcmp(op, "In") && strcmp(op, "NotIn")) ||
+                    json_array_size(json_object_get(e, "values")) != 1 ||
+                    !expression_holds(e, node_name))
                         return false;
         }
         return true;
@@ -136,17 +150,69 @@ static bool has_expression(json_t *exprs, json_t *want)
         return false;
 }
 
-/* Ensures obj[key] is an object (creating it), or fails when it is something else. */
-static json_t *child_object(json_t *obj, const char *key)
+/* obj[key], where a JSON null reads as absent (Kubernetes decodes it as a nil pointer). */
+static json_t *get_present(json_t *obj, const char *key)
 {
         json_t *c = json_object_get(obj, key);
 
-        if (c)
-                return json_is_object(c) ? c : NULL;
+        return json_is_null(c) ? NULL : c;
+}
+
+/*
+ * Ensures (*obj)[key] is an object, creating it, and moves *obj to it. 0, TSR_EPARSE when it is
+ * something else, or TSR_ENOMEM.
+ */
+static int child_object(json_t **obj, const char *key)
+{
+        json_t *c = get_present(*obj, key);
+
+        if (c) {
+                *obj = c;
+                return json_is_object(c) ? 0 : TSR_EPARSE;
+        }
         c = json_object();
-        if (!c || json_object_set_new(obj, key, c))
-                return NULL;
-        return c;
+        if (!c || json_object_set_new(*obj, key, c))
+                return TSR_ENOMEM;
+        *obj = c;
+        return 0;
+}
+
+/* Appends each requirement to exprs unless an identical expression is there already. */
+static int add_pins(json_t *exprs, const struct tsr_node_requirement *reqs, size_t n)
+{
+        for (size_t k = 0; k < n; k++) {
+                json_t *e = requirement_json(&reqs[k]);
+
+                if (!e)
+                        return TSR_ENOMEM;
+                if (has_expression(exprs, e))
+                        json_decref(e);
+                else if (json_array_append_new(exprs, e))
+                        return TSR_ENOMEM;
+        }
+        return 0;
+}
+
+/* The term's expressions and fields are arrays (or absent) and every entry an object. */
+static bool term_well_formed(json_t *term, json_t *exprs, json_t *fields)
+{
+        size_t i;
+        json_t *e;
+
+        if (!json_is_object(term) || (exprs && !json_is_array(exprs)) ||
+            (fields && !json_is_array(fields)))
+                return false;
+        json_array_foreach(exprs, i, e)
+        {
+                if (!json_is_object(e))
+                        return false;
+        }
+        json_array_foreach(fields, i, e)
+        {
+                if (!json_is_object(e))
+                        return false;
+        }
+        return true;
 }
 
 int tsr_affinity_require(json_t *spec, const struct tsr_node_requirement *reqs, size_t n,
@@ -164,40 +230,46 @@ int tsr_affinity_require(json_t *spec, const struct tsr_node_requirement *reqs, 
         work = json_deep_copy(spec);
         if (!work)
                 return TSR_ENOMEM;
-        required = child_object(child_object(child_object(work, "affinity"), "nodeAffinity"),
-                                "requiredDuringSchedulingIgnoredDuringExecution");
-        if (!required) {
+        required = work;
+        rc = child_object(&required, "affinity");
+        if (!rc)
+                rc = child_object(&required, "nodeAffinity");
+        if (!rc)
+                rc = child_object(&required, "requiredDuringSchedulingIgnoredDuringExecution");
+        if (rc) {
                 json_decref(work);
-                return TSR_EPARSE;
+                return rc;
         }
-        terms = json_object_get(required, "nodeSelectorTerms");
+        terms = get_present(required, "nodeSelectorTerms");
         if (!terms) {
                 /* No required affinity yet: one term holding only the pins. */
                 json_t *exprs = json_array();
+                json_t *fresh = json_pack("[{s:o}]", "matchExpressions", exprs);
 
-                terms = json_pack("[{s:o}]", "matchExpressions", exprs);
-                for (size_t k = 0; terms && k < n && !rc; k++)
-                        rc = json_array_append_new(exprs, requirement_json(&reqs[k])) ? TSR_ENOMEM
-                                                                                      : 0;
-                if (!terms || rc || json_object_set_new(required, "nodeSelectorTerms", terms)) {
+                if (!fresh || add_pins(exprs, reqs, n)) {
+                        json_decref(fresh);
                         json_decref(work);
                         return TSR_ENOMEM;
                 }
+                if (json_object_set_new(required, "nodeSelectorTerms", fresh)) {
+                        json_decref(work);
+                        return TSR_ENOMEM;
+                }
+                terms = NULL; /* done: the loop below has nothing to add */
         } else if (!json_is_array(terms)) {
                 json_decref(work);
                 return TSR_EPARSE;
         }
         json_array_foreach(terms, i, term)
         {
-                json_t *exprs = json_object_get(term, "matchExpressions");
-                bool empty = json_array_size(exprs) == 0 &&
-                             json_array_size(json_object_get(term, "matchFields")) == 0;
+                json_t *exprs = get_present(term, "matchExpressions");
+                json_t *fields = get_present(term, "matchFields");
 
-                if (!json_is_object(term) || (exprs && !json_is_array(exprs))) {
+                if (!term_well_formed(term, exprs, fields)) {
                         rc = TSR_EPARSE;
                         break;
                 }
-                if (empty)
+                if (json_array_size(exprs) == 0 && json_array_size(fields) == 0)
                         continue; /* matches nothing; a pin must not make it match */
                 if (!exprs) {
                         exprs = json_array();
@@ -206,20 +278,16 @@ int tsr_affinity_require(json_t *spec, const struct tsr_node_requirement *reqs, 
                                 break;
                         }
                 }
-                for (size_t k = 0; k < n && !rc; k++) {
-                        json_t *e = requirement_json(&reqs[k]);
-
-                        if (!e)
-                                rc = TSR_ENOMEM;
-                        else if (has_expression(exprs, e))
-                                json_decref(e);
-                        else if (json_array_append_new(exprs, e))
-                                rc = TSR_ENOMEM;
-                }
+                rc = add_pins(exprs, reqs, n);
+                if (rc)
+                        break;
         }
+        /* Only spec.affinity differs between work and spec; one set is all or nothing. */
         if (!rc && !json_equal(work, spec)) {
-                json_object_update(spec, work);
-                *changed = true;
+                rc = json_object_set(spec, "affinity", json_object_get(work, "affinity"))
+                         ? TSR_ENOMEM
+                         : 0;
+                *changed = rc == 0;
         }
         json_decref(work);
         return rc;

@@ -8,7 +8,10 @@
  * of its nodeSelectorTerms matches: a term matches when all its matchExpressions hold (operators
  * In, NotIn, Exists, DoesNotExist, Gt, Lt; Gt/Lt compare integers) and it is not empty (a term
  * with neither expressions nor fields matches nothing, as in Kubernetes). matchFields supports
- * metadata.name with In/NotIn.
+ * metadata.name with In/NotIn and one value. A requirement Kubernetes would refuse to build (In or
+ * NotIn without values, Exists or DoesNotExist with values, Gt or Lt without exactly one integer
+ * in strconv.ParseInt's syntax) makes its term match nothing, as the scheduler drops such terms.
+ * A JSON null reads as absent throughout.
  *
  * Pinning (spec/upstream-behavior.md §6): with no required node affinity, one term holding only
  * the pins is created; otherwise the pins are ANDed into every term, empty terms are skipped and

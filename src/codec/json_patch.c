@@ -158,7 +158,9 @@ static int array_index(const char *token, size_t size, bool allow_end, size_t *o
         if (!*token || (token[0] == '0' && token[1]) || token[0] < '0' || token[0] > '9')
                 return TSR_EPARSE;
         v = strtoull(token, &end, 10);
-        if (*end || v > size || (!allow_end && v == size))
+        if (*end)
+                return TSR_EPARSE; /* "1x" is no index either */
+        if (v > size || (!allow_end && v == size))
                 return TSR_ENOTFOUND;
         *out = (size_t)v;
         return 0;
@@ -222,6 +224,54 @@ static json_t *get_at(const struct target *t, json_t *doc)
         return NULL;
 }
 
+/* An integer and a real are the same number when the real is exactly that integer. */
+static bool int_equals_real(json_int_t i, double r)
+{
+        if (!(r >= -9223372036854775808.0 && r < 9223372036854775808.0) ||
+            r != (double)(long long)r)
+                return false;
+        return (json_int_t)r == i;
+}
+
+/*
+ * RFC 6902 §4.6 equality for test: as json_equal, except that numbers are equal when their values
+ * are (1 and 1.0), at any depth.
+ */
+static bool values_equal(json_t *a, json_t *b)
+{
+        const char *key;
+        json_t *v;
+        size_t i;
+
+        if (json_is_integer(a) && json_is_real(b))
+                return int_equals_real(json_integer_value(a), json_real_value(b));
+        if (json_is_real(a) && json_is_integer(b))
+                return int_equals_real(json_integer_value(b), json_real_value(a));
+        if (json_is_object(a) && json_is_object(b)) {
+                if (json_object_size(a) != json_object_size(b))
+                        return false;
+                json_object_foreach(a, key, v)
+                {
+                        json_t *w = json_object_get(b, key);
+
+                        if (!w || !values_equal(v, w))
+                                return false;
+                }
+                return true;
+        }
+        if (json_is_array(a) && json_is_array(b)) {
+                if (json_array_size(a) != json_array_size(b))
+                        return false;
+                json_array_foreach(a, i, v)
+                {
+                        if (!values_equal(v, json_array_get(b, i)))
+                                return false;
+                }
+                return true;
+        }
+        return json_equal(a, b);
+}
+
 static int apply_one(json_t **doc, json_t *op, struct tsr_diag *diag, size_t i)
 {
         const char *name = json_string_value(json_object_get(op, "op"));
@@ -245,11 +295,13 @@ static int apply_one(json_t **doc, json_t *op, struct tsr_diag *diag, size_t i)
         rc = resolve(*doc, path, &t);
         if (rc)
                 return tsr_diag_set(diag, rc, "patch operation %zu: path \"%s\" %s", i, path,
-                                    rc == TSR_EPARSE ? "is not a JSON pointer" : "does not exist");
+                                    rc == TSR_EPARSE   ? "is not a JSON pointer"
+                                    : rc == TSR_ENOMEM ? "could not be decoded (out of memory)"
+                                                       : "does not exist");
         if (!strcmp(name, "test")) {
                 json_t *cur = get_at(&t, *doc);
 
-                rc = cur && json_equal(cur, value) ? 0 : TSR_ESTALE;
+                rc = cur && values_equal(cur, value) ? 0 : TSR_ESTALE;
                 if (rc)
                         tsr_diag_set(diag, rc, "patch operation %zu: test of \"%s\" failed", i,
                                      path);
@@ -296,6 +348,8 @@ static int apply_one(json_t **doc, json_t *op, struct tsr_diag *diag, size_t i)
                                   "patch operation %zu: \"%s\" is inside a scalar", i, path);
         }
         free(t.token);
+        if (rc == TSR_ENOMEM)
+                tsr_diag_set(diag, rc, "patch operation %zu: out of memory", i);
         return rc;
 }
 

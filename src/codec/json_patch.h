@@ -11,6 +11,8 @@
  *
  * tsr_json_patch_apply applies the operations add, remove, replace and test (what an admission
  * patch carries) to a document in place, atomically: on any failure the document is unchanged.
+ * move and copy are refused. test compares as RFC 6902 §4.6 says: numbers by value (1 equals
+ * 1.0), objects regardless of key order, arrays element by element.
  * Ownership: diff returns a new array (json_decref); apply borrows both arguments.
  */
 #ifndef TSR_CODEC_JSON_PATCH_H

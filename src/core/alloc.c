@@ -248,9 +248,10 @@ bool tsr_alloc_refuse(const struct tsr_accel_cap *caps, const struct tsr_accel_l
                 }
                 if (l->mode != TSR_MODE_NONE && (l->mode != want || want == TSR_MODE_EXCLUSIVE)) {
                         snprintf(msg, len,
-                                 "accelerator %s (index %u) is held in %s mode; a %s claim "
+                                 "accelerator %s (index %u) is held in %s mode; %s %s claim "
                                  "cannot share it",
                                  c->uuid, c->index, tsr_mode_name(l->mode),
+                                 family == TSR_FAMILY_EXCLUSIVE ? "an" : "a",
                                  tsr_family_name(family));
                         return true;
                 }

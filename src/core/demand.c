@@ -34,8 +34,16 @@ static void add_key(const struct tsr_container_req *c, const char *key,
         v = tsr_container_request(c, key, false);
         if (d->family != TSR_FAMILY_NONE && d->family != fam)
                 d->mixed = true;
-        if (d->family == TSR_FAMILY_NONE || fam < d->family)
+        /* Only the reported family's keys shape the demand: a key of a family earlier in the
+         * order replaces what a later family's keys had gathered. */
+        if (d->family != TSR_FAMILY_NONE && fam > d->family)
+                return;
+        if (fam != d->family) {
                 d->family = fam;
+                d->cards = 0;
+                d->units = 0;
+                d->profile[0] = '\0';
+        }
         switch (kc.kind) {
         case TSR_KEY_EXCLUSIVE:
         case TSR_KEY_SHARED:

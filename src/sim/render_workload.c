@@ -71,7 +71,7 @@ static json_t *conditions(const struct sim_workload *w)
 /* The v1beta2 compressed topology assignment: one slice, hostname values and Pod counts. */
 static json_t *topology_assignment(const struct tsr_cluster *c, const struct sim_podset *ps)
 {
-        json_t *roots = json_array(), *counts = json_array();
+        json_t *roots = json_array(), *counts = json_array(), *pods;
         bool same = true;
 
         for (size_t a = 0; a < ps->n_assign; a++) {
@@ -79,12 +79,15 @@ static json_t *topology_assignment(const struct tsr_cluster *c, const struct sim
                 json_array_append_new(counts, json_integer(ps->assign[a].count));
                 same &= ps->assign[a].count == ps->assign[0].count;
         }
+        if (same && ps->n_assign) {
+                pods = json_pack("{s:I}", "universal", (json_int_t)ps->assign[0].count);
+                json_decref(counts);
+        } else {
+                pods = json_pack("{s:o}", "individual", counts);
+        }
         return json_pack("{s:[s], s:[{s:I, s:[{s:{s:o}}], s:o}]}", "levels", SIM_HOSTNAME_LABEL,
                          "slices", "domainCount", (json_int_t)ps->n_assign, "valuesPerLevel",
-                         "individual", "roots", roots, "podCounts",
-                         same && ps->n_assign
-                             ? json_pack("{s:I}", "universal", (json_int_t)ps->assign[0].count)
-                             : json_pack("{s:o}", "individual", counts));
+                         "individual", "roots", roots, "podCounts", pods);
 }
 
 static json_t *quantity(int64_t v, bool milli)
