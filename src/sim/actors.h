@@ -71,7 +71,32 @@ void sim_kubelet_reclaim_pass(struct tsr_cluster *c, size_t i);
 
 /* ---- cluster.c: shared helpers ---- */
 
-struct pod_resources;
+#include "sim/pod_spec.h"
+
+/* What the scheduler and Kueue's TAS read of one node. */
+struct sim_node_state {
+        struct pod_resources alloc; /* allocatable */
+        struct pod_resources used; /* requests of the unfinished Pods bound there (TAS adds more) */
+        json_t *labels;
+};
+
+/* The state of every node (free with sim_node_states_free), or NULL when out of memory. */
+struct sim_node_state *sim_node_states(const struct tsr_cluster *c);
+
+/* Recomputes node i's state s (after a Pod was bound there). */
+void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *s, size_t i);
+
+void sim_node_states_free(struct sim_node_state *s, size_t n);
+
+/*
+ * How many more Pods of request req node state s holds (allocatable minus used, for every
+ * resource req asks for); when none, *short_of names the first resource that runs out.
+ */
+unsigned sim_node_state_fits(const struct sim_node_state *s, const struct pod_resources *req,
+                             const char **short_of);
+
+/* Adds count Pods of request req to usage u (saturating). */
+void sim_resources_charge(struct pod_resources *u, const struct pod_resources *req, unsigned count);
 
 /* Node i's allocatable as a resource list: cpu (milli), memory, pods and every accelerator key. */
 void sim_node_allocatable(const struct tsr_cluster *c, size_t i, struct pod_resources *out);

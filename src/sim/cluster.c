@@ -524,6 +524,75 @@ void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct sim_pool *p,
 
 /* ---- shared helpers of the actors --------------------------------------------------------- */
 
+void sim_resources_charge(struct pod_resources *u, const struct pod_resources *req, unsigned count)
+{
+        for (size_t r = 0; r < req->n; r++)
+                pod_resources_add(u, req->r[r].name,
+                                  count && req->r[r].value > INT64_MAX / count
+                                      ? INT64_MAX
+                                      : req->r[r].value * (int64_t)count);
+}
+
+void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *s, size_t i)
+{
+        json_decref(s->labels);
+        sim_node_allocatable(c, i, &s->alloc);
+        s->labels = tsr_cluster_node_labels(c, i);
+        s->used.n = 0;
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const struct sim_pod *p = &c->pods[k];
+                struct pod_spec *spec;
+                struct pod_resources r;
+
+                if (p->node != (int)i || tsr_cluster_pod_finished(p) ||
+                    pod_spec_new(p->obj, &spec, NULL))
+                        continue;
+                pod_spec_resources(&spec->req, &r);
+                sim_resources_charge(&s->used, &r, 1);
+                free(spec);
+        }
+}
+
+struct sim_node_state *sim_node_states(const struct tsr_cluster *c)
+{
+        struct sim_node_state *ns = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*ns));
+
+        for (size_t i = 0; ns && i < c->n_nodes; i++)
+                sim_node_state_refresh(c, &ns[i], i);
+        return ns;
+}
+
+unsigned sim_node_state_fits(const struct sim_node_state *s, const struct pod_resources *req,
+                             const char **short_of)
+{
+        int64_t best = INT64_MAX;
+
+        *short_of = NULL;
+        for (size_t r = 0; r < req->n; r++) {
+                int64_t want = req->r[r].value, have = pod_resources_get(&s->alloc, req->r[r].name);
+                int64_t used = pod_resources_get(&s->used, req->r[r].name), fit;
+
+                if (want <= 0)
+                        continue;
+                if (used < 0)
+                        used = 0;
+                fit = have < 0 || have - used < want ? 0 : (have - used) / want;
+                if (fit < best) {
+                        best = fit;
+                        if (fit == 0)
+                                *short_of = req->r[r].name;
+                }
+        }
+        return best > 1000000 ? 1000000 : (unsigned)best;
+}
+
+void sim_node_states_free(struct sim_node_state *ns, size_t n)
+{
+        for (size_t i = 0; ns && i < n; i++)
+                json_decref(ns[i].labels);
+        free(ns);
+}
+
 void sim_node_allocatable(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
 {
         struct tsr_node_keys keys;

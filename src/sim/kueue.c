@@ -216,22 +216,6 @@ bool sim_kueue_sync(struct tsr_cluster *c)
 
 /* ---- node capacity and usage, as TAS counts them ------------------------------------------ */
 
-struct node_state {
-        struct pod_resources alloc; /* allocatable */
-        struct pod_resources used;  /* bound Pods and reserved, unbound ones */
-        json_t *labels;
-};
-
-/* Adds count Pods of request req to usage u. */
-static void charge(struct pod_resources *u, const struct pod_resources *req, unsigned count)
-{
-        for (size_t r = 0; r < req->n; r++)
-                pod_resources_add(u, req->r[r].name,
-                                  req->r[r].value > INT64_MAX / (count ? count : 1)
-                                      ? INT64_MAX
-                                      : req->r[r].value * count);
-}
-
 /* The resources one Pod of a PodSet asks for (a new pod_resources; free()), or NULL. */
 static struct pod_resources *podset_request(const struct sim_podset *ps)
 {
@@ -268,28 +252,13 @@ static bool holds_quota(const struct sim_workload *w)
         return w->reserved && !w->finished;
 }
 
-static struct node_state *node_states(const struct tsr_cluster *c)
+/* The nodes as TAS counts them: the scheduler's usage plus the Pods that reserved Workloads were
+ * assigned there but are not bound yet. */
+static struct sim_node_state *tas_states(const struct tsr_cluster *c)
 {
-        struct node_state *ns = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*ns));
+        struct sim_node_state *ns = sim_node_states(c);
 
-        if (!ns)
-                return NULL;
-        for (size_t i = 0; i < c->n_nodes; i++) {
-                sim_node_allocatable(c, i, &ns[i].alloc);
-                ns[i].labels = tsr_cluster_node_labels(c, i);
-        }
-        for (size_t k = 0; k < c->n_pods; k++) {
-                const struct sim_pod *p = &c->pods[k];
-                struct pod_spec *spec;
-                struct pod_resources r;
-
-                if (p->node < 0 || tsr_cluster_pod_finished(p) || pod_spec_new(p->obj, &spec, NULL))
-                        continue;
-                pod_spec_resources(&spec->req, &r);
-                charge(&ns[p->node].used, &r, 1);
-                free(spec);
-        }
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = 0; ns && k < c->n_workloads; k++) {
                 const struct sim_workload *w = &c->workloads[k];
 
                 if (!holds_quota(w))
@@ -302,45 +271,13 @@ static struct node_state *node_states(const struct tsr_cluster *c)
                                 unsigned bound = bound_on(c, w, ps, ps->assign[a].node);
 
                                 if (ps->assign[a].count > bound)
-                                        charge(&ns[ps->assign[a].node].used, req,
-                                               ps->assign[a].count - bound);
+                                        sim_resources_charge(&ns[ps->assign[a].node].used, req,
+                                                             ps->assign[a].count - bound);
                         }
                         free(req);
                 }
         }
         return ns;
-}
-
-static void node_states_free(struct node_state *ns, size_t n)
-{
-        for (size_t i = 0; ns && i < n; i++)
-                json_decref(ns[i].labels);
-        free(ns);
-}
-
-/* How many Pods of request req node state s still holds; *short_of names what limits it. */
-static unsigned pods_fitting(const struct node_state *s, const struct pod_resources *req,
-                             const char **short_of)
-{
-        int64_t best = INT64_MAX;
-
-        *short_of = NULL;
-        for (size_t r = 0; r < req->n; r++) {
-                int64_t want = req->r[r].value, have = pod_resources_get(&s->alloc, req->r[r].name);
-                int64_t used = pod_resources_get(&s->used, req->r[r].name), fit;
-
-                if (want <= 0)
-                        continue;
-                if (used < 0)
-                        used = 0;
-                fit = have < 0 || have - used < want ? 0 : (have - used) / want;
-                if (fit < best) {
-                        best = fit;
-                        if (fit == 0)
-                                *short_of = req->r[r].name;
-                }
-        }
-        return best > 1000000 ? 1000000 : (unsigned)best;
 }
 
 /* ---- quota -------------------------------------------------------------------------------- */
@@ -430,7 +367,7 @@ struct attempt {
         struct sim_flavor flavors[SIM_FLAVORS_MAX];
         size_t n_flavors;
         int *node_flavor;
-        struct node_state *nodes;
+        struct sim_node_state *nodes;
         char why[1024];
 };
 
@@ -458,7 +395,7 @@ static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim
                         affinity++;
                         continue;
                 }
-                fits[i] = pods_fitting(&a->nodes[i], req, &short_of);
+                fits[i] = sim_node_state_fits(&a->nodes[i], req, &short_of);
                 if (!fits[i]) {
                         by_res++;
                         res_name = short_of;
@@ -509,7 +446,7 @@ static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim
                 unsigned take = fits[order[x]] < left ? fits[order[x]] : left;
 
                 ps->assign[ps->n_assign++] = (struct sim_assignment){order[x], take};
-                charge(&a->nodes[order[x]].used, req, take);
+                sim_resources_charge(&a->nodes[order[x]].used, req, take);
                 left -= take;
         }
         ok = true;
@@ -520,7 +457,7 @@ out:
 }
 
 /* Tries to reserve quota for w with every node's usage in nodes; on failure w->pending says why. */
-static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct node_state *nodes)
+static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct sim_node_state *nodes)
 {
         struct sim_pool pools[SIM_POOLS_MAX];
         struct attempt a = {.nodes = nodes};
@@ -614,7 +551,7 @@ out:
 
 bool sim_kueue_schedule(struct tsr_cluster *c)
 {
-        struct node_state *nodes = NULL;
+        struct sim_node_state *nodes = NULL;
         bool moved = false;
 
         for (size_t k = 0; k < c->n_workloads; k++) {
@@ -623,13 +560,13 @@ bool sim_kueue_schedule(struct tsr_cluster *c)
                 if (w->reserved || w->finished || w->requeue_at > c->now)
                         continue;
                 if (!nodes) {
-                        nodes = node_states(c);
+                        nodes = tas_states(c);
                         if (!nodes)
                                 return false;
                 }
                 moved |= try_reserve(c, w, nodes);
         }
-        node_states_free(nodes, c->n_nodes);
+        sim_node_states_free(nodes, c->n_nodes);
         return moved;
 }
 

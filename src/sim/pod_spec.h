@@ -14,7 +14,7 @@ struct tsr_diag;
 
 /* Text storage for numeric resource values rendered as strings. */
 struct pod_spec_text {
-        char values[TSR_CONTAINERS_MAX * 2 * TSR_RES_MAX][32];
+        char values[TSR_CONTAINERS_MAX * 2 * TSR_RES_MAX][24]; /* an int64 in decimal fits */
         size_t n;
 };
 

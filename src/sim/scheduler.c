@@ -42,37 +42,26 @@ static void reason_add(struct reasons *rs, const char *text)
         rs->n++;
 }
 
-/* Whether Pod req fits node i; names the first short resource in *short_of. Scores it in *score. */
-static bool fits(const struct tsr_cluster *c, size_t i, const struct pod_resources *req,
-                 const char **short_of, double *score)
+/* NodeResourcesFit's LeastAllocated score: the free share of cpu and memory left after the Pod. */
+static double least_allocated(const struct sim_node_state *s, const struct pod_resources *req)
 {
-        struct pod_resources alloc;
+        static const char *const scored[] = {"cpu", "memory"};
+        double score = 0;
 
-        sim_node_allocatable(c, i, &alloc);
-        *score = 0;
-        for (size_t r = 0; r < req->n; r++) {
-                const char *name = req->r[r].name;
-                int64_t have = pod_resources_get(&alloc, name);
-                int64_t used = !strcmp(name, "pods") ? 0 : sim_node_requested(c, i, name);
+        for (size_t r = 0; r < 2; r++) {
+                int64_t have = pod_resources_get(&s->alloc, scored[r]);
+                int64_t used = pod_resources_get(&s->used, scored[r]);
+                int64_t want = pod_resources_get(req, scored[r]);
 
-                if (!strcmp(name, "pods"))
-                        for (size_t k = 0; k < c->n_pods; k++)
-                                used += c->pods[k].node == (int)i &&
-                                        !tsr_cluster_pod_finished(&c->pods[k]);
-                if (req->r[r].value <= 0)
-                        continue;
-                if (have < 0 || have - used < req->r[r].value) {
-                        *short_of = name;
-                        return false;
-                }
-                if (!strcmp(name, "cpu") || !strcmp(name, "memory"))
-                        *score += (double)(have - used - req->r[r].value) / (double)have;
+                if (have > 0)
+                        score += (double)(have - (used > 0 ? used : 0) - (want > 0 ? want : 0)) /
+                                 (double)have;
         }
-        return true;
+        return score;
 }
 
-/* Tries to bind Pod k; returns true when it bound. */
-static bool bind_one(struct tsr_cluster *c, size_t k)
+/* Tries to bind Pod k over node states ns; returns true when it bound. */
+static bool bind_one(struct tsr_cluster *c, struct sim_node_state *ns, size_t k)
 {
         struct sim_pod *p = &c->pods[k];
         struct pod_spec *spec;
@@ -86,22 +75,19 @@ static bool bind_one(struct tsr_cluster *c, size_t k)
         pod_spec_resources(&spec->req, &req);
         free(spec);
         for (size_t i = 0; i < c->n_nodes; i++) {
-                json_t *labels = tsr_cluster_node_labels(c, i);
                 const char *short_of = NULL;
-                double score;
                 char text[TSR_KEY_MAX + 16];
 
                 if (!tsr_affinity_matches(json_object_get(p->obj, "spec"), c->nodes[i].name,
-                                          labels)) {
+                                          ns[i].labels)) {
                         rs.affinity++;
-                } else if (!fits(c, i, &req, &short_of, &score)) {
+                } else if (!sim_node_state_fits(&ns[i], &req, &short_of)) {
                         snprintf(text, sizeof(text), "Insufficient %s", short_of);
                         reason_add(&rs, text);
-                } else if (score > best_score) {
+                } else if (least_allocated(&ns[i], &req) > best_score) {
                         best = (int)i;
-                        best_score = score;
+                        best_score = least_allocated(&ns[i], &req);
                 }
-                json_decref(labels);
         }
         if (best < 0) {
                 size_t o = (size_t)snprintf(p->message, sizeof(p->message),
@@ -111,9 +97,12 @@ static bool bind_one(struct tsr_cluster *c, size_t k)
                         o += (size_t)snprintf(p->message + o, sizeof(p->message) - o, "%s%u %s",
                                               r ? ", " : "", rs.r[r].count, rs.r[r].text);
                 if (rs.affinity && o < sizeof(p->message))
-                        snprintf(p->message + o, sizeof(p->message) - o,
-                                 "%s%u node(s) didn't match Pod's node affinity/selector",
-                                 rs.n ? ", " : "", rs.affinity);
+                        o += (size_t)snprintf(p->message + o, sizeof(p->message) - o,
+                                              "%s%u node(s) didn't match Pod's node "
+                                              "affinity/selector",
+                                              rs.n ? ", " : "", rs.affinity);
+                if (o < sizeof(p->message))
+                        snprintf(p->message + o, sizeof(p->message) - o, ".");
                 return false;
         }
         c->ip_seq++;
@@ -123,11 +112,13 @@ static bool bind_one(struct tsr_cluster *c, size_t k)
         json_object_set_new(json_object_get(p->obj, "spec"), "nodeName",
                             json_string(c->nodes[best].name));
         sim_kubelet_admit(c, k);
+        sim_node_state_refresh(c, &ns[best], (size_t)best);
         return true;
 }
 
 bool sim_scheduler_bind(struct tsr_cluster *c)
 {
+        struct sim_node_state *ns = NULL;
         bool moved = false;
 
         for (size_t k = 0; k < c->n_pods; k++) {
@@ -135,7 +126,10 @@ bool sim_scheduler_bind(struct tsr_cluster *c)
 
                 if (p->node >= 0 || p->gated || p->phase != SIM_PENDING)
                         continue;
-                moved |= bind_one(c, k);
+                if (!ns && !(ns = sim_node_states(c)))
+                        return moved;
+                moved |= bind_one(c, ns, k);
         }
+        sim_node_states_free(ns, c->n_nodes);
         return moved;
 }
