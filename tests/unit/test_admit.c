@@ -32,6 +32,9 @@
 #include "base/err.h"
 #include "core/admit.h"
 
+#include "support/catalog_fixtures.h"
+#include "support/rng.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -49,33 +52,6 @@
 
 #define H100_NAME "NVIDIA H100 80GB HBM3"
 #define RETRY_END "; will retry as capacity frees"
-
-static const struct tsr_product *product(const char *name)
-{
-        const struct tsr_product *p = tsr_catalog_product_by_name(name);
-
-        if (!p)
-                fail_msg("product \"%s\" is not in the catalog", name);
-        return p;
-}
-
-static int pidx(const struct tsr_product *p, const char *name)
-{
-        const struct tsr_mig_profile *mp = tsr_product_profile(p, name);
-
-        if (!mp)
-                fail_msg("%s has no profile %s", p->name, name);
-        return (int)(mp - p->profiles);
-}
-
-/* A Hygon-like product with MIG, for the randomized part: its manufacturer row has 4 slots. */
-static const struct tsr_mig_profile hygon_profiles[] = {
-    {"2g.15gb", 1, 0, 16380, 2, 1, S(0) | S(1) | S(2) | S(3), 4},
-    {"4g.31gb", 2, 1, 32760, 4, 2, S(0) | S(2), 2},
-    {"8g.63gb", 3, 2, 65520, 8, 4, S(0), 1},
-};
-static const struct tsr_product hygon = {"Hygon C-3000", TSR_MFR_HYGON,          65520, 12, 128,
-                                         hygon_profiles, N_ELEMS(hygon_profiles)};
 
 /* ---- snapshot builders ---------------------------------------------------------------------- */
 
@@ -166,7 +142,7 @@ static void rec_partition(struct cluster *c, size_t k, unsigned accel, const cha
         struct tsr_alloc_record r = {.accel = accel,
                                      .mode = TSR_MODE_PARTITIONED,
                                      .units = M / 2,
-                                     .profile = pidx(p, profile),
+                                     .profile = fx_pidx(p, profile),
                                      .start = start};
 
         rec_add(c, k, &r);
@@ -340,8 +316,8 @@ static void test_admit__sliced_halves_cannot_serve_whole(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        sl = node_add(&cl, "sliced", product(H100_NAME), 8, 0, 0);
-        fr = node_add(&cl, "free", product(H100_NAME), 8, 0, 0);
+        sl = node_add(&cl, "sliced", fx_product(H100_NAME), 8, 0, 0);
+        fr = node_add(&cl, "free", fx_product(H100_NAME), 8, 0, 0);
         for (unsigned i = 0; i < 8; i++)
                 rec_slice(&cl, sl, i, PCT(50));
         cluster_build(&cl);
@@ -376,8 +352,8 @@ static void test_admit__two_30pct_slices_share_one_card(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "one", product(H100_NAME), 1, 0, 0);
-        b = node_add(&cl, "two", product(H100_NAME), 2, 0, 0);
+        a = node_add(&cl, "one", fx_product(H100_NAME), 1, 0, 0);
+        b = node_add(&cl, "two", fx_product(H100_NAME), 2, 0, 0);
         cluster_build(&cl);
 
         wl_init(&w, "slices");
@@ -405,8 +381,8 @@ static void test_admit__two_60pct_slices_need_two_cards(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "one", product(H100_NAME), 1, 0, 0);
-        b = node_add(&cl, "two", product(H100_NAME), 2, 0, 0);
+        a = node_add(&cl, "one", fx_product(H100_NAME), 1, 0, 0);
+        b = node_add(&cl, "two", fx_product(H100_NAME), 2, 0, 0);
         cluster_build(&cl);
 
         wl_init(&w, "slices");
@@ -429,7 +405,7 @@ static void test_admit__slice_only_on_free_or_sliced_card(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "mixed", product(H100_NAME), 4, S(2), 0);
+        a = node_add(&cl, "mixed", fx_product(H100_NAME), 4, S(2), 0);
         rec_exclusive(&cl, a, 0);
         rec_shared(&cl, a, 1, 1);      /* shared: 1440000 left */
         rec_slice(&cl, a, 3, PCT(30)); /* sliced: 1120000 left; card 2 is partitioned */
@@ -455,7 +431,7 @@ static void test_admit__slice_only_on_free_or_sliced_card(void **state)
 
         /* With card 3 held exclusively too, nothing takes a slice. */
         cluster_reset(&cl);
-        a = node_add(&cl, "mixed", product(H100_NAME), 4, S(2), 0);
+        a = node_add(&cl, "mixed", fx_product(H100_NAME), 4, S(2), 0);
         rec_exclusive(&cl, a, 0);
         rec_shared(&cl, a, 1, 1);
         rec_exclusive(&cl, a, 3);
@@ -511,8 +487,8 @@ static void test_admit__shared_needs_distinct_cards(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "two", product(H100_NAME), 2, 0, 0);
-        b = node_add(&cl, "busy", product(H100_NAME), 4, 0, 0);
+        a = node_add(&cl, "two", fx_product(H100_NAME), 2, 0, 0);
+        b = node_add(&cl, "busy", fx_product(H100_NAME), 4, 0, 0);
         rec_exclusive(&cl, b, 0);
         rec_shared(&cl, b, 1, 9);  /* one share left */
         rec_shared(&cl, b, 2, 10); /* none left */
@@ -546,7 +522,7 @@ static void test_admit__shared_needs_distinct_cards(void **state)
 /* "a free placement of the profile for a partition", several per card */
 static void test_admit__partitions_by_free_placement(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct wl w;
         struct tsr_admit_verdict v;
         size_t a, b, c;
@@ -618,8 +594,8 @@ static void test_admit__tas_node_hosts_its_own_pods(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "a", product(H100_NAME), 1, 0, 0);
-        b = node_add(&cl, "b", product(H100_NAME), 1, 0, 0);
+        a = node_add(&cl, "a", fx_product(H100_NAME), 1, 0, 0);
+        b = node_add(&cl, "b", fx_product(H100_NAME), 1, 0, 0);
         cluster_build(&cl);
 
         /* The pool has two free cards, but both Pods are assigned to node a. */
@@ -640,8 +616,8 @@ static void test_admit__tas_node_hosts_its_own_pods(void **state)
 
         /* A slice assigned to a fragmented node waits even though another node has room. */
         cluster_reset(&cl);
-        a = node_add(&cl, "frag", product(H100_NAME), 2, 0, 0);
-        b = node_add(&cl, "room", product(H100_NAME), 1, 0, 0);
+        a = node_add(&cl, "frag", fx_product(H100_NAME), 2, 0, 0);
+        b = node_add(&cl, "room", fx_product(H100_NAME), 1, 0, 0);
         rec_slice(&cl, a, 0, PCT(50));
         rec_slice(&cl, a, 1, PCT(50));
         cluster_build(&cl);
@@ -662,9 +638,9 @@ static void test_admit__no_placement_judged_across_pool(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        node_add(&cl, "b", product(H100_NAME), 1, 0, 0);
-        node_add(&cl, "a", product(H100_NAME), 1, 0, 0);
-        node_add(&cl, "other", product(H100_NAME), 4, 0, 1); /* another flavor */
+        node_add(&cl, "b", fx_product(H100_NAME), 1, 0, 0);
+        node_add(&cl, "a", fx_product(H100_NAME), 1, 0, 0);
+        node_add(&cl, "other", fx_product(H100_NAME), 4, 0, 1); /* another flavor */
         cluster_build(&cl);
 
         wl_init(&w, "pool");
@@ -694,8 +670,8 @@ static void test_admit__gone_node_holds(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        gone = node_add(&cl, "gone", product(H100_NAME), 8, 0, 0);
-        live = node_add(&cl, "live", product(H100_NAME), 1, 0, 0);
+        gone = node_add(&cl, "gone", fx_product(H100_NAME), 8, 0, 0);
+        live = node_add(&cl, "live", fx_product(H100_NAME), 1, 0, 0);
         cl.node[gone].present = false;
         cluster_build(&cl);
 
@@ -734,8 +710,8 @@ static void test_admit__flavor_scopes_accelerators(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "a", product(H100_NAME), 2, 0, 0);
-        b = node_add(&cl, "b", product(H100_NAME), 2, 0, 1);
+        a = node_add(&cl, "a", fx_product(H100_NAME), 2, 0, 0);
+        b = node_add(&cl, "b", fx_product(H100_NAME), 2, 0, 1);
         rec_exclusive(&cl, b, 0);
         cluster_build(&cl);
 
@@ -773,8 +749,8 @@ static void test_admit__budget_global_to_workload(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "a", product(H100_NAME), 1, 0, 0);
-        node_add(&cl, "b", product(H100_NAME), 1, 0, 1);
+        a = node_add(&cl, "a", fx_product(H100_NAME), 1, 0, 0);
+        node_add(&cl, "b", fx_product(H100_NAME), 1, 0, 1);
         cluster_build(&cl);
 
         wl_init(&w, "roles");
@@ -812,7 +788,7 @@ static void test_admit__role_named_only_with_several_podsets(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "a", product(H100_NAME), 2, 0, 0);
+        a = node_add(&cl, "a", fx_product(H100_NAME), 2, 0, 0);
         rec_exclusive(&cl, a, 0);
         cluster_build(&cl);
 
@@ -849,8 +825,8 @@ static void test_admit__inflight_charged_first(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "a", product(H100_NAME), 1, 0, 0);
-        b = node_add(&cl, "b", product(H100_NAME), 2, 0, 0);
+        a = node_add(&cl, "a", fx_product(H100_NAME), 1, 0, 0);
+        b = node_add(&cl, "b", fx_product(H100_NAME), 2, 0, 0);
         rec_exclusive(&cl, b, 0); /* the held first Pod of Workload "first" on node b */
         cluster_build(&cl);
 
@@ -898,7 +874,7 @@ static void test_admit__inflight_charged_first(void **state)
 /* §7 "Sort: partitioned first, then descending unitsPerCard, then family." */
 static void test_admit__podset_order(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct wl w;
         struct tsr_admit_verdict v;
         size_t a, s, m;
@@ -956,7 +932,7 @@ static void test_admit__podset_without_demand(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "a", product(H100_NAME), 1, 0, 0);
+        a = node_add(&cl, "a", fx_product(H100_NAME), 1, 0, 0);
         rec_exclusive(&cl, a, 0);
         cluster_build(&cl);
         wl_init(&w, "cpu");
@@ -977,7 +953,7 @@ static void test_admit__placement_out_of_range(void **state)
 
         (void)state;
         cluster_reset(&cl);
-        a = node_add(&cl, "a", product(H100_NAME), 1, 0, 0);
+        a = node_add(&cl, "a", fx_product(H100_NAME), 1, 0, 0);
         cluster_build(&cl);
         wl_init(&w, "bad");
         wl_place(&w, wl_podset(&w, "main", exclusive(1), 1, 0), 1, 1);
@@ -993,14 +969,6 @@ static void test_admit__placement_out_of_range(void **state)
 }
 
 /* ---- reference model ------------------------------------------------------------------------ */
-
-static uint64_t rng_state;
-
-static unsigned rnd(unsigned n)
-{
-        rng_state = rng_state * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
-        return (unsigned)((rng_state >> 33) % n);
-}
 
 struct rcard {
         const struct tsr_product *p;
@@ -1331,16 +1299,6 @@ static int64_t profile_units(const struct tsr_product *p, const struct tsr_mig_p
         return u > 0 ? u : 1;
 }
 
-static unsigned pick_start(uint32_t starts)
-{
-        unsigned n = (unsigned)__builtin_popcount(starts), k = rnd(n);
-
-        for (unsigned s = 0; s < TSR_MIG_AXIS_MAX; s++)
-                if ((starts & S(s)) && k-- == 0)
-                        return s;
-        return 0;
-}
-
 /* Random valid records for accelerator i of node k. */
 static void random_records(struct cluster *c, size_t k, unsigned i)
 {
@@ -1356,7 +1314,7 @@ static void random_records(struct cluster *c, size_t k, unsigned i)
                 for (unsigned s = 0; s < steps; s++) {
                         unsigned prof = rnd((unsigned)p->n_profiles);
                         const struct tsr_mig_profile *mp = &p->profiles[prof];
-                        unsigned start = pick_start(mp->starts);
+                        unsigned start = rnd_start(mp->starts);
 
                         if (tsr_geometry_live_count(&live, prof) >= mp->max_instances &&
                             rnd(8) != 0)
@@ -1425,7 +1383,7 @@ static const struct tsr_product *random_product(void)
         size_t np = tsr_catalog_products(&products);
         unsigned k = rnd((unsigned)np + 2);
 
-        return k >= np ? &hygon : &products[k];
+        return k >= np ? &fx_hygon_c3000 : &products[k];
 }
 
 static void random_cluster(struct cluster *c, const struct tsr_product *flavor_product[2])
@@ -1615,7 +1573,7 @@ static void test_admit__matches_reference(void **state)
         unsigned compared = 0, ready = 0, with_inflight = 0, pooled = 0, multi = 0;
 
         (void)state;
-        rng_state = 2024;
+        rng_seed(2024);
         for (int round = 0; round < 6000; round++) {
                 const struct tsr_product *fp[2] = {random_product(), random_product()};
                 size_t n_infl;

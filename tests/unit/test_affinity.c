@@ -23,6 +23,9 @@
 #include "base/err.h"
 #include "codec/affinity.h"
 
+#include "support/failing_alloc.h"
+#include "support/json_text.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,31 +35,12 @@
 #define SLICED "sliced-max-free-units.fit.gpustack.ai/nvidia-h100"
 #define SHARED "shared-free-cards.fit.gpustack.ai/nvidia-h100"
 
-static json_t *J(const char *text)
-{
-        json_error_t err;
-        json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
-
-        if (!v)
-                fail_msg("bad JSON in test: %s: %s", text, err.text);
-        return v;
-}
-
-static char *dump(json_t *v)
-{
-        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-
-        if (!s)
-                fail_msg("cannot serialize");
-        return s;
-}
-
 /* ---- matching ----------------------------------------------------------------------------- */
 
 static void expect_match(const char *spec_text, const char *node, const char *labels_text,
                          bool want)
 {
-        json_t *spec = J(spec_text), *labels = J(labels_text);
+        json_t *spec = json_fx_load(spec_text), *labels = json_fx_load(labels_text);
 
         if (tsr_affinity_matches(spec, node, labels) != want)
                 fail_msg("%s on node %s %s: want %s", spec_text, node, labels_text,
@@ -340,14 +324,15 @@ static struct tsr_node_requirement req(const char *key, long long value)
 static void expect_require(const char *spec_text, const struct tsr_node_requirement *reqs, size_t n,
                            const char *want_text)
 {
-        json_t *spec = J(spec_text), *want = J(want_text ? want_text : spec_text);
+        json_t *spec = json_fx_load(spec_text),
+               *want = json_fx_load(want_text ? want_text : spec_text);
         bool changed = !want_text;
         int rc = tsr_affinity_require(spec, reqs, n, &changed);
 
         if (rc != 0)
                 fail_msg("pinning %s: %s", spec_text, tsr_err_name(rc));
         if (!json_equal(spec, want)) {
-                char *got = dump(spec);
+                char *got = json_fx_dump(spec);
 
                 fail_msg("pinning %s gave\n  %s\nwant\n  %s", spec_text, got,
                          want_text ? want_text : spec_text);
@@ -469,8 +454,8 @@ static void test_affinity__require_skips_empty_terms(void **state)
                                     "{\"matchExpressions\":[]}]") "}");
 
         /* After pinning, an empty term still matches nothing, even on a node the pins allow. */
-        spec = J("{" REQUIRED("[{},{\"matchExpressions\":[" ZONE_IN "]}]") "}");
-        labels = J(labels_pinned);
+        spec = json_fx_load("{" REQUIRED("[{},{\"matchExpressions\":[" ZONE_IN "]}]") "}");
+        labels = json_fx_load(labels_pinned);
         assert_int_equal(tsr_affinity_require(spec, pins, 1, &changed), 0);
         assert_true(changed);
         assert_false(tsr_affinity_matches(spec, "n", labels));
@@ -515,7 +500,7 @@ static void test_affinity__require_never_duplicates(void **state)
 
 static void test_affinity__require_nothing_to_pin(void **state)
 {
-        json_t *spec = J("[1]");
+        json_t *spec = json_fx_load("[1]");
         bool changed = true;
 
         (void)state;
@@ -556,8 +541,8 @@ static void test_affinity__require_malformed(void **state)
 
         (void)state;
         for (size_t i = 0; i < N_ELEMS(specs); i++) {
-                json_t *spec = J(specs[i]), *saved = json_deep_copy(spec);
-                char *before = dump(spec), *after;
+                json_t *spec = json_fx_load(specs[i]), *saved = json_deep_copy(spec);
+                char *before = json_fx_dump(spec), *after;
                 bool changed = true;
                 int rc = tsr_affinity_require(spec, pins, 1, &changed);
 
@@ -565,7 +550,7 @@ static void test_affinity__require_malformed(void **state)
                         fail_msg("pinning %s: %s, want TSR_EPARSE", specs[i], tsr_err_name(rc));
                 assert_false(changed);
                 assert_true(json_equal(spec, saved));
-                after = dump(spec);
+                after = json_fx_dump(spec);
                 assert_string_equal(before, after);
                 free(before);
                 free(after);
@@ -575,17 +560,6 @@ static void test_affinity__require_malformed(void **state)
 }
 
 /* ---- allocation failure ------------------------------------------------------------------- */
-
-static long alloc_budget = -1;
-
-static void *failing_malloc(size_t n)
-{
-        if (alloc_budget == 0)
-                return NULL;
-        if (alloc_budget > 0)
-                alloc_budget--;
-        return malloc(n);
-}
 
 static void test_affinity__require_allocation_failure(void **state)
 {
@@ -603,17 +577,17 @@ static void test_affinity__require_allocation_failure(void **state)
                 bool done = false;
 
                 for (long k = 0; k < 10000 && !done; k++) {
-                        json_t *spec = J(specs[s]), *saved = json_deep_copy(spec);
-                        char *before = dump(spec), *after;
+                        json_t *spec = json_fx_load(specs[s]), *saved = json_deep_copy(spec);
+                        char *before = json_fx_dump(spec), *after;
                         bool changed = true;
                         int rc;
 
                         json_set_alloc_funcs(failing_malloc, free);
-                        alloc_budget = k;
+                        failing_alloc_budget(k);
                         rc = tsr_affinity_require(spec, pins, 2, &changed);
-                        alloc_budget = -1;
+                        failing_alloc_budget(-1);
                         json_set_alloc_funcs(malloc, free);
-                        after = dump(spec);
+                        after = json_fx_dump(spec);
                         if (rc == 0) {
                                 done = true;
                                 assert_true(changed);

@@ -36,6 +36,9 @@
 #include "base/err.h"
 #include "core/alloc.h"
 
+#include "support/catalog_fixtures.h"
+#include "support/rng.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -46,32 +49,6 @@
 
 #define H100_NAME   "NVIDIA H100 80GB HBM3"
 #define RTXPRO_NAME "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-
-static const struct tsr_product *product(const char *name)
-{
-        const struct tsr_product *p = tsr_catalog_product_by_name(name);
-
-        if (!p)
-                fail_msg("product \"%s\" is not in the catalog", name);
-        return p;
-}
-
-static unsigned pidx(const struct tsr_product *p, const char *name)
-{
-        const struct tsr_mig_profile *mp = tsr_product_profile(p, name);
-
-        if (!mp)
-                fail_msg("%s has no profile %s", p->name, name);
-        return (unsigned)(mp - p->profiles);
-}
-
-static const struct tsr_mig_profile hygon_profiles[] = {
-    {"2g.15gb", 1, 0, 16380, 2, 1, S(0) | S(1) | S(2) | S(3), 4},
-    {"4g.31gb", 2, 1, 32760, 4, 2, S(0) | S(2), 2},
-    {"8g.63gb", 3, 2, 65520, 8, 4, S(0), 1},
-};
-static const struct tsr_product hygon = {"Hygon C-3000", TSR_MFR_HYGON,          65520, 12, 128,
-                                         hygon_profiles, N_ELEMS(hygon_profiles)};
 
 struct group {
         size_t n;
@@ -104,7 +81,7 @@ static void place(struct group *g, size_t i, const char *profile, unsigned start
         const struct tsr_product *p = g->caps[i].product;
 
         g->ledger[i].mode = TSR_MODE_PARTITIONED;
-        if (tsr_geometry_add(p, &g->ledger[i].live, pidx(p, profile), start) != 0)
+        if (tsr_geometry_add(p, &g->ledger[i].live, fx_pidx(p, profile), start) != 0)
                 fail_msg("cannot place %s at %u on accelerator %zu", profile, start, i);
 }
 
@@ -147,7 +124,7 @@ static void expect_partition(const struct group *g, const uint32_t *hw, const ch
         if (out.accel != want_accel || out.start != want_start)
                 fail_msg("partition %s: accel %u start %u, want accel %u start %u", profile,
                          out.accel, out.start, want_accel, want_start);
-        assert_int_equal(out.profile, (int)pidx(g->caps[out.accel].product, profile));
+        assert_int_equal(out.profile, (int)fx_pidx(g->caps[out.accel].product, profile));
 }
 
 static void test_alloc__slice_idle_group_takes_first(void **state)
@@ -155,7 +132,7 @@ static void test_alloc__slice_idle_group_takes_first(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 4, 0);
+        group_init(&g, fx_product(H100_NAME), 4, 0);
         expect_slice(&g, 800000, 0);
         expect_slice(&g, M, 0);
         expect_slice(&g, M + 1, -1);
@@ -166,7 +143,7 @@ static void test_alloc__slice_most_occupied_that_fits(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 4, 0);
+        group_init(&g, fx_product(H100_NAME), 4, 0);
         hold(&g, 2, TSR_MODE_SLICED, 480000, 1); /* 30 %: 1120000 left */
         expect_slice(&g, 480000, 2);             /* an already-sliced card beats pristine ones */
         hold(&g, 1, TSR_MODE_SLICED, 960000, 1); /* 60 %: 640000 left */
@@ -183,7 +160,7 @@ static void test_alloc__slice_skips_other_modes(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 5, 0x4);
+        group_init(&g, fx_product(H100_NAME), 5, 0x4);
         hold(&g, 0, TSR_MODE_EXCLUSIVE, M, 0);
         hold(&g, 1, TSR_MODE_SHARED, 160000, 0); /* fuller than card 4 would be, but shared */
         expect_slice(&g, 16000, 3);              /* card 2 is partitioned */
@@ -196,12 +173,10 @@ static void test_alloc__slice_skips_other_modes(void **state)
 
 static void test_alloc__slice_needs_a_free_slot(void **state)
 {
-        static const struct tsr_product k100 = {"Hygon K100", TSR_MFR_HYGON, 65520, 12,
-                                                128,          NULL,          0};
         struct group g;
 
         (void)state;
-        group_init(&g, &k100, 2, 0);
+        group_init(&g, &fx_hygon_k100, 2, 0);
         assert_int_equal(g.caps[0].slice_slots, 4);
         for (int i = 0; i < 3; i++)
                 hold(&g, 0, TSR_MODE_SLICED, 160000, 1);
@@ -227,7 +202,7 @@ static void test_alloc__partition_idle_group(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 4, 0xf);
+        group_init(&g, fx_product(H100_NAME), 4, 0xf);
         expect_partition(&g, NULL, "3g.40gb", 0, 0, 0);
         expect_partition(&g, NULL, "7g.80gb", 0, 0, 0);
         expect_partition(&g, NULL, "1g.10gb", 0, 0, 0);
@@ -238,7 +213,7 @@ static void test_alloc__partition_packs_most_occupied(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 4, 0xf);
+        group_init(&g, fx_product(H100_NAME), 4, 0xf);
         place(&g, 2, "1g.10gb", 0);
         expect_partition(&g, NULL, "3g.40gb", 0, 2, 4); /* 1 slice used beats 0 */
         place(&g, 1, "3g.40gb", 0);
@@ -257,7 +232,7 @@ static void test_alloc__partition_lowest_free_legal_start(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 1, 0x1);
+        group_init(&g, fx_product(H100_NAME), 1, 0x1);
         place(&g, 0, "1g.10gb", 0);
         place(&g, 0, "1g.10gb", 2);
         expect_partition(&g, NULL, "1g.10gb", 0, 0, 1);
@@ -276,7 +251,7 @@ static void test_alloc__partition_respects_live_hardware(void **state)
         uint32_t hw[3] = {0x3, 0, 0}; /* an unreclaimed instance on slices 0-1 of card 0 */
 
         (void)state;
-        group_init(&g, product(H100_NAME), 3, 0x7);
+        group_init(&g, fx_product(H100_NAME), 3, 0x7);
         expect_partition(&g, hw, "1g.10gb", 0, 0, 2);
         expect_partition(&g, hw, "3g.40gb", 0, 0, 4);
         expect_partition(&g, hw, "7g.80gb", 0, 1, 0);
@@ -318,7 +293,7 @@ static void test_alloc__partition_not_found_vs_no_space(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 2, 0x3);
+        group_init(&g, fx_product(H100_NAME), 2, 0x3);
         expect_partition(&g, NULL, "1g.10gb+me", TSR_ENOTFOUND, 0, 0); /* never offered */
         expect_partition(&g, NULL, "3g.20gb", TSR_ENOTFOUND, 0, 0);    /* an A100-40GB name */
         expect_partition(&g, NULL, "", TSR_ENOTFOUND, 0, 0);
@@ -327,9 +302,9 @@ static void test_alloc__partition_not_found_vs_no_space(void **state)
         expect_partition(&g, NULL, "1g.10gb", TSR_ENOSPC, 0, 0);
         expect_partition(&g, NULL, "1g.10gb+me", TSR_ENOTFOUND, 0, 0);
 
-        group_init(&g, product(H100_NAME), 2, 0); /* no partitioned card at all */
+        group_init(&g, fx_product(H100_NAME), 2, 0); /* no partitioned card at all */
         expect_partition(&g, NULL, "3g.40gb", TSR_ENOTFOUND, 0, 0);
-        group_init(&g, product(H100_NAME), 3, 0x4); /* only card 2 is partitioned */
+        group_init(&g, fx_product(H100_NAME), 3, 0x4); /* only card 2 is partitioned */
         expect_partition(&g, NULL, "3g.40gb", 0, 2, 0);
 }
 
@@ -338,7 +313,7 @@ static void test_alloc__partition_rtx_pro_6000(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(RTXPRO_NAME), 1, 0x1);
+        group_init(&g, fx_product(RTXPRO_NAME), 1, 0x1);
         place(&g, 0, "2g.48gb", 6);
         expect_partition(&g, NULL, "1g.24gb", 0, 0, 0);
         expect_partition(&g, NULL, "2g.48gb", 0, 0, 0);
@@ -418,7 +393,7 @@ static void test_alloc__exclusive_free_whole_by_position(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 7, 0x4); /* card 2 is partitioned */
+        group_init(&g, fx_product(H100_NAME), 7, 0x4); /* card 2 is partitioned */
         hold(&g, 0, TSR_MODE_SLICED, 480000, 1);
         hold(&g, 3, TSR_MODE_SHARED, 160000, 0);
         hold(&g, 5, TSR_MODE_EXCLUSIVE, M, 0);
@@ -429,7 +404,7 @@ static void test_alloc__exclusive_free_whole_by_position(void **state)
         pick_exclusive(&g, 4, TSR_ENOSPC, want);
         pick_exclusive(&g, 7, TSR_ENOSPC, want);
 
-        group_init(&g, product(H100_NAME), 2, 0x3); /* partitioned cards are never whole */
+        group_init(&g, fx_product(H100_NAME), 2, 0x3); /* partitioned cards are never whole */
         pick_exclusive(&g, 1, TSR_ENOSPC, want);
         {
                 struct tsr_alloc_pick out[TSR_ALLOC_BATCH_MAX];
@@ -448,7 +423,7 @@ static void test_alloc__shared_most_occupied_first(void **state)
         struct group g;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 8, 0x80);               /* card 7 is partitioned */
+        group_init(&g, fx_product(H100_NAME), 8, 0x80);            /* card 7 is partitioned */
         hold(&g, 1, TSR_MODE_SHARED, 2 * TSR_UNITS_PER_SHARE, 0);  /* 1280000 left */
         hold(&g, 2, TSR_MODE_SHARED, 5 * TSR_UNITS_PER_SHARE, 0);  /* 800000 left */
         hold(&g, 3, TSR_MODE_EXCLUSIVE, M, 0);                     /* never shared */
@@ -463,7 +438,7 @@ static void test_alloc__shared_most_occupied_first(void **state)
         pick_shared(&g, 5, TSR_ENOSPC, want);
 
         /* A card already shared beats free ones ahead of it; free ones then go by position. */
-        group_init(&g, product(H100_NAME), 3, 0);
+        group_init(&g, fx_product(H100_NAME), 3, 0);
         hold(&g, 2, TSR_MODE_SHARED, TSR_UNITS_PER_SHARE, 0);
         pick_shared(&g, 1, 0, shared_first);
         pick_shared(&g, 2, 0, shared_first);
@@ -471,12 +446,12 @@ static void test_alloc__shared_most_occupied_first(void **state)
         pick_shared(&g, 4, TSR_ENOSPC, shared_first); /* distinct cards: three at most */
 
         /* Nine shares leave exactly one: that card is the most occupied that still grants. */
-        group_init(&g, product(H100_NAME), 2, 0);
+        group_init(&g, fx_product(H100_NAME), 2, 0);
         hold(&g, 0, TSR_MODE_SHARED, 9 * TSR_UNITS_PER_SHARE, 0);
         hold(&g, 1, TSR_MODE_SHARED, TSR_UNITS_PER_SHARE, 0);
         pick_shared(&g, 2, 0, last_share);
 
-        group_init(&g, product(H100_NAME), 4, 0xf); /* partition-only */
+        group_init(&g, fx_product(H100_NAME), 4, 0xf); /* partition-only */
         pick_shared(&g, 1, TSR_ENOSPC, want);
 }
 
@@ -578,7 +553,7 @@ static void test_alloc__place_charges_each_family(void **state)
         struct tsr_demand d;
         struct group g;
         size_t np = 99;
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
 
         (void)state;
         /* Exclusive: two whole cards by position, each charged M. */
@@ -625,7 +600,7 @@ static void test_alloc__place_charges_each_family(void **state)
         assert_int_equal(np, 1);
         assert_int_equal(picks[0].accel, 0);
         assert_int_equal(picks[0].start, 0);
-        assert_int_equal(picks[0].profile, (int)pidx(h100, "3g.40gb"));
+        assert_int_equal(picks[0].profile, (int)fx_pidx(h100, "3g.40gb"));
         expect_ledger("partition", &g, 0, TSR_MODE_PARTITIONED, 800000, 800000, 0, 1);
         assert_int_equal(g.ledger[0].live.inst[0].start, 0);
         assert_int_equal(place_checked("partition", &g, &d, NULL, picks, &np), 0);
@@ -639,7 +614,7 @@ static void test_alloc__place_enospc_leaves_ledger_unchanged(void **state)
 {
         static struct tsr_accel_cap big_caps[TSR_ALLOC_BATCH_MAX + 6];
         static struct tsr_accel_ledger big[TSR_ALLOC_BATCH_MAX + 6], big_before[N_ELEMS(big)];
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         static const struct {
                 const char *what;
                 enum tsr_family family;
@@ -713,7 +688,7 @@ static void test_alloc__place_enospc_leaves_ledger_unchanged(void **state)
 
 static void test_alloc__place_partition_respects_hw_occupied(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         uint32_t hw[2] = {0x0f, 0}; /* an unreclaimed instance on slices 0-3 of card 0 */
         struct tsr_alloc_pick picks[TSR_ALLOC_BATCH_MAX];
         struct tsr_demand d;
@@ -746,7 +721,7 @@ static void test_alloc__place_partition_respects_hw_occupied(void **state)
 
 static void test_alloc__place_nothing_and_pick_limits(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct tsr_alloc_pick picks[TSR_ALLOC_BATCH_MAX];
         struct tsr_demand d;
         struct snapshot before;
@@ -808,8 +783,6 @@ struct refusal {
 
 static void test_alloc__refuse(void **state)
 {
-        static const struct tsr_product k100 = {"Hygon K100", TSR_MFR_HYGON, 65520, 12,
-                                                128,          NULL,          0};
         static const struct refusal rows[] = {
             {"exclusive on a free card", false, TSR_FAMILY_EXCLUSIVE, {0}, 1, 0, false, {NULL}},
             {"exclusive on an exclusive card",
@@ -974,7 +947,7 @@ static void test_alloc__refuse(void **state)
         struct group g, hy;
 
         (void)state;
-        group_init(&g, product(H100_NAME), 8, 0x20);
+        group_init(&g, fx_product(H100_NAME), 8, 0x20);
         hold(&g, 1, TSR_MODE_EXCLUSIVE, M, 0);
         hold(&g, 2, TSR_MODE_SHARED, 3 * TSR_UNITS_PER_SHARE, 0);  /* 1120000 left */
         hold(&g, 3, TSR_MODE_SHARED, 10 * TSR_UNITS_PER_SHARE, 0); /* none left */
@@ -982,7 +955,7 @@ static void test_alloc__refuse(void **state)
         hold(&g, 6, TSR_MODE_SHARED, 9 * TSR_UNITS_PER_SHARE, 0);  /* one share left */
         hold(&g, 7, TSR_MODE_SLICED, 128, 128);                    /* every slot taken */
         name_uuids(&g);
-        group_init(&hy, &k100, 2, 0);
+        group_init(&hy, &fx_hygon_k100, 2, 0);
         hold(&hy, 0, TSR_MODE_SLICED, 4 * 16000, 4);  /* four slots, 1536000 left */
         hold(&hy, 1, TSR_MODE_SLICED, 3 * 160000, 3); /* three slots, 1120000 left */
         name_uuids(&hy);
@@ -1008,14 +981,6 @@ static void test_alloc__refuse(void **state)
 }
 
 /* ---- reference model ---------------------------------------------------------------------- */
-
-static uint64_t rng_state;
-
-static unsigned rnd(unsigned n)
-{
-        rng_state = rng_state * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
-        return (unsigned)((rng_state >> 33) % n);
-}
 
 /* Reference slice pick: order every accelerator by (remaining, position), take the first fit. */
 static int ref_slice(const struct group *g, int64_t units, unsigned *accel)
@@ -1122,16 +1087,6 @@ static int ref_partition(const struct group *g, const uint32_t *hw, const char *
         return 0;
 }
 
-static unsigned pick_start(uint32_t starts)
-{
-        unsigned n = (unsigned)__builtin_popcount(starts), k = rnd(n);
-
-        for (unsigned s = 0; s < TSR_MIG_AXIS_MAX; s++)
-                if ((starts & S(s)) && k-- == 0)
-                        return s;
-        return 0;
-}
-
 static const int64_t remaining_choices[] = {0,      16000,  160000,  320000,  480000,  640000,
                                             800000, 960000, 1120000, 1440000, 1584000, 1600000};
 
@@ -1158,7 +1113,7 @@ static void random_group_with(struct group *g, const struct tsr_product *p, unsi
                         for (unsigned k = 0; k < steps; k++) {
                                 unsigned prof = rnd((unsigned)p->n_profiles);
                                 const struct tsr_mig_profile *mp = &p->profiles[prof];
-                                unsigned start = pick_start(mp->starts);
+                                unsigned start = rnd_start(mp->starts);
 
                                 if (tsr_geometry_live_count(&l->live, prof) >= mp->max_instances &&
                                     rnd(8) != 0)
@@ -1204,9 +1159,9 @@ static void test_alloc__slice_matches_reference(void **state)
         unsigned compared = 0, picked = 0;
 
         (void)state;
-        rng_state = 7;
+        rng_seed(7);
         for (size_t pi = 0; pi <= np; pi++) {
-                const struct tsr_product *p = pi < np ? &products[pi] : &hygon;
+                const struct tsr_product *p = pi < np ? &products[pi] : &fx_hygon_c3000;
 
                 if (!tsr_product_has_mig(p))
                         continue;
@@ -1251,9 +1206,9 @@ static void test_alloc__partition_matches_reference(void **state)
         unsigned compared = 0, counts[3] = {0, 0, 0};
 
         (void)state;
-        rng_state = 42;
+        rng_seed(42);
         for (size_t pi = 0; pi <= np; pi++) {
-                const struct tsr_product *p = pi < np ? &products[pi] : &hygon;
+                const struct tsr_product *p = pi < np ? &products[pi] : &fx_hygon_c3000;
                 unsigned width = tsr_product_mig_width(p);
 
                 if (!tsr_product_has_mig(p))
@@ -1418,9 +1373,9 @@ static void test_alloc__shared_matches_reference(void **state)
         unsigned compared = 0, picked = 0;
 
         (void)state;
-        rng_state = 1234;
+        rng_seed(1234);
         for (size_t pi = 0; pi <= np; pi++) {
-                const struct tsr_product *p = pi < np ? &products[pi] : &hygon;
+                const struct tsr_product *p = pi < np ? &products[pi] : &fx_hygon_c3000;
 
                 for (int round = 0; round < 300; round++) {
                         struct group g;
@@ -1451,16 +1406,16 @@ static void test_alloc__shared_matches_reference(void **state)
 static void test_alloc__place_matches_reference(void **state)
 {
         static const char *const foreign[] = {"3g.71gb", "bogus", "1g.5gb", "2g.15gb"};
-        static const struct tsr_product k100 = {"Hygon K100", TSR_MFR_HYGON, 65520, 12,
-                                                128,          NULL,          0};
         const struct tsr_product *products;
         size_t np = tsr_catalog_products(&products);
         unsigned compared = 0, ok[5] = {0}, refused[5] = {0};
 
         (void)state;
-        rng_state = 99;
+        rng_seed(99);
         for (size_t pi = 0; pi <= np + 1; pi++) {
-                const struct tsr_product *p = pi < np ? &products[pi] : pi == np ? &hygon : &k100;
+                const struct tsr_product *p = pi < np    ? &products[pi]
+                                              : pi == np ? &fx_hygon_c3000
+                                                         : &fx_hygon_k100;
                 unsigned width = tsr_product_mig_width(p);
 
                 for (int round = 0; round < 200; round++) {

@@ -18,33 +18,21 @@
 
 #include "core/capability.h"
 
+#include "support/catalog_fixtures.h"
+
 #include <string.h>
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define S(n)       (UINT32_C(1) << (n))
 
-static const struct tsr_product *product(const char *name)
-{
-        const struct tsr_product *p = tsr_catalog_product_by_name(name);
-
-        if (!p)
-                fail_msg("product \"%s\" is not in the catalog", name);
-        return p;
-}
-
-/* Hygon C-3000 as spec/upstream-behavior.md §8 lists it (4 memory units). */
-static const struct tsr_mig_profile hygon_profiles[] = {
-    {"2g.15gb", 1, 0, 16380, 2, 1, S(0) | S(1) | S(2) | S(3), 4},
-    {"4g.31gb", 2, 1, 32760, 4, 2, S(0) | S(2), 2},
-    {"8g.63gb", 3, 2, 65520, 8, 4, S(0), 1},
-};
-static const struct tsr_product hygon_mig = {"Hygon C-3000", TSR_MFR_HYGON,          65520, 12, 128,
-                                             hygon_profiles, N_ELEMS(hygon_profiles)};
-static const struct tsr_product hygon_plain = {"Hygon K100", TSR_MFR_HYGON, 65520, 12,
-                                               128,          NULL,          0};
 /* A MIG table on a manufacturer with no partition kind still yields no partitions. */
-static const struct tsr_product cambricon_mig = {
-    "Cambricon MLU-X", TSR_MFR_CAMBRICON, 65520, 12, 128, hygon_profiles, N_ELEMS(hygon_profiles)};
+static const struct tsr_product cambricon_mig = {"Cambricon MLU-X",
+                                                 TSR_MFR_CAMBRICON,
+                                                 65520,
+                                                 12,
+                                                 128,
+                                                 fx_hygon_c3000_profiles,
+                                                 N_ELEMS(fx_hygon_c3000_profiles)};
 
 /* Asserts the offered set is exactly the named profiles, each with its ceiling. */
 static void expect_offer(const struct tsr_accel_cap *c, const char *const *names,
@@ -85,7 +73,7 @@ static void test_capability__h100_mig_on(void **state)
         struct tsr_accel_cap c;
 
         (void)state;
-        tsr_capability_detect(product("NVIDIA H100 80GB HBM3"), 3, "GPU-h100-3", true, &c);
+        tsr_capability_detect(fx_product("NVIDIA H100 80GB HBM3"), 3, "GPU-h100-3", true, &c);
         assert_int_equal(c.index, 3);
         assert_string_equal(c.uuid, "GPU-h100-3");
         expect_offer(&c, names, ceilings, N_ELEMS(names), 7);
@@ -97,7 +85,7 @@ static void test_capability__h100_mig_off(void **state)
         struct tsr_accel_cap c;
 
         (void)state;
-        tsr_capability_detect(product("NVIDIA H100 80GB HBM3"), 0, "GPU-0", false, &c);
+        tsr_capability_detect(fx_product("NVIDIA H100 80GB HBM3"), 0, "GPU-0", false, &c);
         assert_false(c.partitioned);
         assert_int_equal(c.offered, 0);
         assert_int_equal(c.slice_slots, 128);
@@ -115,8 +103,8 @@ static void test_capability__rtx_pro_6000(void **state)
         struct tsr_accel_cap c;
 
         (void)state;
-        tsr_capability_detect(product("NVIDIA RTX PRO 6000 Blackwell Server Edition"), 0, "GPU-r",
-                              true, &c);
+        tsr_capability_detect(fx_product("NVIDIA RTX PRO 6000 Blackwell Server Edition"), 0,
+                              "GPU-r", true, &c);
         expect_offer(&c, names, ceilings, N_ELEMS(names), 4);
 }
 
@@ -127,9 +115,9 @@ static void test_capability__a30(void **state)
         struct tsr_accel_cap c;
 
         (void)state;
-        tsr_capability_detect(product("NVIDIA A30"), 1, "GPU-a30", true, &c);
+        tsr_capability_detect(fx_product("NVIDIA A30"), 1, "GPU-a30", true, &c);
         expect_offer(&c, names, ceilings, N_ELEMS(names), 4);
-        tsr_capability_detect(product("NVIDIA A30"), 1, "GPU-a30", false, &c);
+        tsr_capability_detect(fx_product("NVIDIA A30"), 1, "GPU-a30", false, &c);
         assert_false(c.partitioned);
         assert_int_equal(c.slice_slots, 128);
 }
@@ -142,7 +130,7 @@ static void test_capability__a100_40gb(void **state)
         struct tsr_accel_cap c;
 
         (void)state;
-        tsr_capability_detect(product("NVIDIA A100-SXM4-40GB"), 0, "GPU-a", true, &c);
+        tsr_capability_detect(fx_product("NVIDIA A100-SXM4-40GB"), 0, "GPU-a", true, &c);
         expect_offer(&c, names, ceilings, N_ELEMS(names), 7);
 }
 
@@ -154,7 +142,7 @@ static void test_capability__non_mig_product_never_partitioned(void **state)
         for (size_t i = 0; i < N_ELEMS(names); i++) {
                 struct tsr_accel_cap c;
 
-                tsr_capability_detect(product(names[i]), 0, "GPU-x", true, &c);
+                tsr_capability_detect(fx_product(names[i]), 0, "GPU-x", true, &c);
                 assert_false(c.partitioned);
                 assert_int_equal(c.offered, 0);
                 assert_int_equal(c.slice_slots, 128);
@@ -181,11 +169,11 @@ static void test_capability__hygon_slice_slots(void **state)
         struct tsr_accel_cap c;
 
         (void)state;
-        tsr_capability_detect(&hygon_plain, 2, "DCU-2", true, &c);
+        tsr_capability_detect(&fx_hygon_k100, 2, "DCU-2", true, &c);
         assert_false(c.partitioned);
         assert_int_equal(c.slice_slots, 4);
         assert_false(c.cores_overcommit);
-        tsr_capability_detect(&hygon_mig, 2, "DCU-2", false, &c);
+        tsr_capability_detect(&fx_hygon_c3000, 2, "DCU-2", false, &c);
         assert_false(c.partitioned);
         assert_int_equal(c.slice_slots, 4);
         assert_false(c.cores_overcommit);
@@ -198,7 +186,7 @@ static void test_capability__hygon_partitioned(void **state)
         struct tsr_accel_cap c;
 
         (void)state;
-        tsr_capability_detect(&hygon_mig, 0, "DCU-0", true, &c);
+        tsr_capability_detect(&fx_hygon_c3000, 0, "DCU-0", true, &c);
         expect_offer(&c, names, ceilings, N_ELEMS(names), 4);
 }
 
@@ -229,11 +217,11 @@ static void test_capability__uuid_copy_and_truncation(void **state)
         memset(long_uuid, 'u', sizeof(long_uuid) - 1);
         long_uuid[sizeof(long_uuid) - 1] = '\0';
         memset(&c, 0x5a, sizeof(c));
-        tsr_capability_detect(product("NVIDIA L4"), 7, long_uuid, false, &c);
+        tsr_capability_detect(fx_product("NVIDIA L4"), 7, long_uuid, false, &c);
         assert_int_equal(c.index, 7);
         assert_int_equal(strlen(c.uuid), TSR_UUID_MAX - 1);
         assert_memory_equal(c.uuid, long_uuid, TSR_UUID_MAX - 1);
-        tsr_capability_detect(product("NVIDIA L4"), 0, "", false, &c);
+        tsr_capability_detect(fx_product("NVIDIA L4"), 0, "", false, &c);
         assert_string_equal(c.uuid, "");
 }
 

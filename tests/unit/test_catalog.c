@@ -16,6 +16,8 @@
 
 #include "core/catalog.h"
 
+#include "support/catalog_fixtures.h"
+
 #include <string.h>
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -23,15 +25,6 @@
 #define H100_NAME   "NVIDIA H100 80GB HBM3"
 #define A30_NAME    "NVIDIA A30"
 #define RTXPRO_NAME "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-
-static const struct tsr_product *product(const char *name)
-{
-        const struct tsr_product *p = tsr_catalog_product_by_name(name);
-
-        if (!p)
-                fail_msg("product \"%s\" is not in the catalog", name);
-        return p;
-}
 
 struct mfr_row {
         enum tsr_manufacturer_id id;
@@ -101,17 +94,17 @@ static void test_catalog__manufacturer_lookup_misses(void **state)
 
 static void test_catalog__product_by_driver_name(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
 
         (void)state;
         assert_string_equal(h100->name, H100_NAME);
         assert_int_equal(h100->manufacturer, TSR_MFR_NVIDIA);
         assert_int_equal(h100->vram_mib, 81920); /* the walkthrough's 655360 / 8 */
         assert_true(tsr_product_has_mig(h100));
-        assert_int_equal(product(A30_NAME)->manufacturer, TSR_MFR_NVIDIA);
-        assert_false(tsr_product_has_mig(product("Tesla T4")));
-        assert_false(tsr_product_has_mig(product("NVIDIA L4")));
-        assert_true(tsr_product_has_mig(product("NVIDIA A100-SXM4-40GB")));
+        assert_int_equal(fx_product(A30_NAME)->manufacturer, TSR_MFR_NVIDIA);
+        assert_false(tsr_product_has_mig(fx_product("Tesla T4")));
+        assert_false(tsr_product_has_mig(fx_product("NVIDIA L4")));
+        assert_true(tsr_product_has_mig(fx_product("NVIDIA A100-SXM4-40GB")));
         /* Exact match only: no prefix, no case folding, no trimming. */
         assert_null(tsr_catalog_product_by_name("NVIDIA H100 80GB"));
         assert_null(tsr_catalog_product_by_name("nvidia h100 80gb hbm3"));
@@ -168,13 +161,13 @@ static void test_catalog__mig_axis_width(void **state)
 
         (void)state;
         for (size_t i = 0; i < N_ELEMS(eight); i++)
-                if (tsr_product_mig_width(product(eight[i])) != 8)
+                if (tsr_product_mig_width(fx_product(eight[i])) != 8)
                         fail_msg("%s: axis %u, want 8", eight[i],
-                                 tsr_product_mig_width(product(eight[i])));
-        assert_int_equal(tsr_product_mig_width(product(A30_NAME)), 4);
-        assert_int_equal(tsr_product_mig_width(product(RTXPRO_NAME)), 12);
-        assert_int_equal(tsr_product_mig_width(product("NVIDIA L40S")), 0);
-        assert_int_equal(tsr_product_mig_width(product("Tesla T4")), 0);
+                                 tsr_product_mig_width(fx_product(eight[i])));
+        assert_int_equal(tsr_product_mig_width(fx_product(A30_NAME)), 4);
+        assert_int_equal(tsr_product_mig_width(fx_product(RTXPRO_NAME)), 12);
+        assert_int_equal(tsr_product_mig_width(fx_product("NVIDIA L40S")), 0);
+        assert_int_equal(tsr_product_mig_width(fx_product("Tesla T4")), 0);
 }
 
 /* A product with one profile of span 3 at start 5 only: the width is max(start + size) = 8. */
@@ -198,7 +191,7 @@ static void test_catalog__width_is_max_start_plus_size(void **state)
 
 static void test_catalog__profile_lookup(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         const struct tsr_mig_profile *mp = tsr_product_profile(h100, "3g.40gb");
 
         (void)state;
@@ -218,21 +211,21 @@ static void test_catalog__profile_lookup(void **state)
         assert_null(tsr_product_profile(h100, "3G.40GB"));
         assert_null(tsr_product_profile(h100, "3g.40"));
         assert_null(tsr_product_profile(h100, ""));
-        assert_null(tsr_product_profile(product("NVIDIA L4"), "1g.10gb"));
+        assert_null(tsr_product_profile(fx_product("NVIDIA L4"), "1g.10gb"));
 
-        mp = tsr_product_profile(product(A30_NAME), "2g.12gb");
+        mp = tsr_product_profile(fx_product(A30_NAME), "2g.12gb");
         assert_non_null(mp);
         assert_int_equal(mp->gi_profile_id, 5);
         assert_int_equal(mp->size, 2);
         assert_int_equal(mp->starts, (1u << 0) | (1u << 2));
         assert_int_equal(mp->max_instances, 2);
 
-        mp = tsr_product_profile(product(RTXPRO_NAME), "2g.48gb");
+        mp = tsr_product_profile(fx_product(RTXPRO_NAME), "2g.48gb");
         assert_non_null(mp);
         assert_int_equal(mp->gi_profile_id, 5);
         assert_int_equal(mp->size, 6);
         assert_int_equal(mp->starts, (1u << 0) | (1u << 6));
-        mp = tsr_product_profile(product(RTXPRO_NAME), "1g.24gb");
+        mp = tsr_product_profile(fx_product(RTXPRO_NAME), "1g.24gb");
         assert_non_null(mp);
         assert_int_equal(mp->gi_profile_id, 14);
         assert_int_equal(mp->size, 3);
@@ -268,7 +261,7 @@ static void test_catalog__start_counts(void **state)
         (void)state;
         for (size_t i = 0; i < N_ELEMS(rows); i++) {
                 const struct tsr_mig_profile *mp =
-                    tsr_product_profile(product(rows[i].product), rows[i].profile);
+                    tsr_product_profile(fx_product(rows[i].product), rows[i].profile);
 
                 if (!mp)
                         fail_msg("%s has no profile %s", rows[i].product, rows[i].profile);

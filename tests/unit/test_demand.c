@@ -22,10 +22,10 @@
 
 #include <cmocka.h>
 
-#include "base/diag.h"
-#include "base/quantity.h"
 #include "core/catalog.h"
 #include "core/demand.h"
+
+#include "support/pod_rows.h"
 
 #include <string.h>
 
@@ -55,12 +55,6 @@
 #define ROW_CONTAINERS 4
 #define ROW_LIST_MAX   384
 
-struct crow {
-        enum tsr_container_group group;
-        const char *limits;
-        const char *requests;
-};
-
 struct want {
         enum tsr_family family;
         unsigned cards;
@@ -71,61 +65,17 @@ struct want {
 
 struct row {
         const char *what;
-        struct crow c[ROW_CONTAINERS]; /* up to the first with neither list */
+        struct pod_row c[ROW_CONTAINERS]; /* up to the first with neither list */
         struct want want;
 };
 
-static struct tsr_pod_req pod;
-static char text[ROW_CONTAINERS][2][ROW_LIST_MAX];
+/* The pod a row builds, and the text its items borrow. Static: a tsr_pod_req is large. */
+static struct pod_rows built;
 
-/* Splits list into items, in place in buf; every value must parse as a quantity. */
-static size_t parse_list(const char *what, const char *list, char *buf, struct tsr_res_item *items)
+static const struct tsr_pod_req *build_pod(const char *what, const struct pod_row *rows)
 {
-        size_t n = 0;
-        char *p = buf;
-
-        if (!list || !*list)
-                return 0;
-        if (strlen(list) >= ROW_LIST_MAX)
-                fail_msg("%s: list \"%s\" is too long for the test", what, list);
-        memcpy(buf, list, strlen(list) + 1);
-        while (*p) {
-                char *end = strchr(p, ' ');
-                char *eq;
-                struct tsr_diag d;
-
-                if (end)
-                        *end = '\0';
-                eq = strchr(p, '=');
-                if (!eq || n >= TSR_RES_MAX)
-                        fail_msg("%s: bad resource word \"%s\"", what, p);
-                *eq = '\0';
-                items[n].key = p;
-                items[n].text = eq + 1;
-                tsr_diag_clear(&d);
-                if (tsr_quantity_parse(eq + 1, &items[n].q, &d) != 0)
-                        fail_msg("%s: \"%s\" is not a quantity: %s", what, eq + 1, d.msg);
-                n++;
-                if (!end)
-                        break;
-                p = end + 1;
-        }
-        return n;
-}
-
-static const struct tsr_pod_req *build_pod(const char *what, const struct crow *rows)
-{
-        memset(&pod, 0, sizeof(pod));
-        for (size_t i = 0; i < ROW_CONTAINERS && (rows[i].limits || rows[i].requests); i++) {
-                struct tsr_container_req *c = &pod.c[pod.n++];
-
-                c->name = "c";
-                c->group = rows[i].group;
-                c->index = (unsigned)i;
-                c->n_limits = parse_list(what, rows[i].limits, text[i][0], c->limits);
-                c->n_requests = parse_list(what, rows[i].requests, text[i][1], c->requests);
-        }
-        return &pod;
+        return pod_rows_build(&built, ROW_LIST_MAX, what, rows, ROW_CONTAINERS,
+                              POD_ROWS_INDEX_POSITION);
 }
 
 static const struct tsr_manufacturer *nvidia(void)
@@ -319,7 +269,7 @@ static void test_demand__per_container(void **state)
 {
         static const struct {
                 const char *what;
-                struct crow c[ROW_CONTAINERS];
+                struct pod_row c[ROW_CONTAINERS];
                 size_t index;
                 struct want want;
         } rows[] = {

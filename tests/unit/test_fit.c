@@ -27,6 +27,9 @@
 #include "base/err.h"
 #include "core/fit.h"
 
+#include "support/catalog_fixtures.h"
+#include "support/rng.h"
+
 #include <string.h>
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -36,17 +39,6 @@
 #define MAX_RECS   16
 
 #define H100_NAME "NVIDIA H100 80GB HBM3"
-
-static const struct tsr_product k100 = {"Hygon K100", TSR_MFR_HYGON, 65520, 12, 128, NULL, 0};
-
-static const struct tsr_product *h100(void)
-{
-        const struct tsr_product *p = tsr_catalog_product_by_name(H100_NAME);
-
-        if (!p)
-                fail_msg("product \"%s\" is not in the catalog", H100_NAME);
-        return p;
-}
 
 /* One card of a row: its population and what its Pods hold. */
 struct card {
@@ -72,7 +64,7 @@ struct node {
 
 static void build_node(const struct row *r, struct node *nd)
 {
-        const struct tsr_product *p = r->product ? r->product : h100();
+        const struct tsr_product *p = r->product ? r->product : fx_product(H100_NAME);
         static struct tsr_alloc_record recs[512];
         size_t nrec = 0;
 
@@ -189,16 +181,16 @@ static void test_fit__labels(void **state)
             {"empty node", NULL, {IDLE}, 0, {false, 0, 0}},
             /* four slices of 160000: 960000 left, but no slot; three of 320000: 640000 left */
             {"Hygon: all four slots used",
-             &k100,
+             &fx_hygon_k100,
              {SLICED(160000, 4), SLICED(320000, 3)},
              2,
              {true, 640000, 0}},
             {"Hygon: every card out of slots",
-             &k100,
+             &fx_hygon_k100,
              {SLICED(16000, 4), SLICED(16000, 4)},
              2,
              {true, 0, 0}},
-            {"Hygon: idle card", &k100, {SLICED(16000, 4), IDLE}, 2, {true, 1600000, 1}},
+            {"Hygon: idle card", &fx_hygon_k100, {SLICED(16000, 4), IDLE}, 2, {true, 1600000, 1}},
             /* H100: 128 slots of 1 unit leave 1599872 units, but no slot */
             {"H100: all 128 slots used",
              NULL,
@@ -279,18 +271,18 @@ static void test_fit__predicates(void **state)
              false,
              false},
             {"Hygon, three slots used",
-             {"", &k100, {SLICED(16000, 3)}, 1, {0}},
+             {"", &fx_hygon_k100, {SLICED(16000, 3)}, 1, {0}},
              16000,
              true,
              false,
              false},
             {"Hygon, four slots used",
-             {"", &k100, {SLICED(16000, 4)}, 1, {0}},
+             {"", &fx_hygon_k100, {SLICED(16000, 4)}, 1, {0}},
              16000,
              false,
              false,
              false},
-            {"Hygon idle", {"", &k100, {IDLE}, 1, {0}}, M, true, true, true},
+            {"Hygon idle", {"", &fx_hygon_k100, {IDLE}, 1, {0}}, M, true, true, true},
         };
 
         (void)state;
@@ -309,14 +301,6 @@ static void test_fit__predicates(void **state)
 }
 
 /* ---- reference model ---------------------------------------------------------------------- */
-
-static uint64_t rng_state;
-
-static unsigned rnd(unsigned n)
-{
-        rng_state = rng_state * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
-        return (unsigned)((rng_state >> 33) % n);
-}
 
 /* The labels straight from the spec's sentences, one accelerator at a time. */
 static void ref_labels(const struct node *nd, struct tsr_fit_labels *out)
@@ -351,9 +335,9 @@ static void test_fit__labels_match_reference(void **state)
         unsigned compared = 0, present = 0, nonzero_sliced = 0, nonzero_shared = 0;
 
         (void)state;
-        rng_state = 11;
+        rng_seed(11);
         for (size_t pi = 0; pi <= np; pi++) {
-                const struct tsr_product *p = pi < np ? &products[pi] : &k100;
+                const struct tsr_product *p = pi < np ? &products[pi] : &fx_hygon_k100;
 
                 for (int round = 0; round < 300; round++) {
                         struct row r = {"random", NULL, {IDLE}, 0, {0}};

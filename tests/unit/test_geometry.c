@@ -11,6 +11,8 @@
 #include "core/catalog.h"
 #include "core/geometry.h"
 
+#include "support/rng.h"
+
 /* Reference: the largest set of non-overlapping free placements, by exhaustive search. */
 static unsigned ref_best(const struct tsr_mig_profile *mp, unsigned from, bool *taken)
 {
@@ -49,14 +51,6 @@ static unsigned ref_free(const struct tsr_mig_profile *mp, uint32_t occupied, un
         return n < mp->max_instances - live ? n : mp->max_instances - live;
 }
 
-static uint64_t rng_state;
-
-static unsigned rnd(unsigned n)
-{
-        rng_state = rng_state * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
-        return (unsigned)((rng_state >> 33) % n);
-}
-
 static void test_geometry__matches_reference_on_every_product(void **state)
 {
         const struct tsr_product *products;
@@ -64,7 +58,7 @@ static void test_geometry__matches_reference_on_every_product(void **state)
         unsigned checked = 0;
 
         (void)state;
-        rng_state = 42;
+        rng_seed(42);
         for (size_t p = 0; p < np; p++) {
                 const struct tsr_product *pr = &products[p];
 

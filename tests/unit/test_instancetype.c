@@ -19,22 +19,13 @@
 #include "base/err.h"
 #include "core/instancetype.h"
 
+#include "support/catalog_fixtures.h"
+
 #include <string.h>
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 #define H100_NAME "NVIDIA H100 80GB HBM3"
-
-static const struct tsr_product *product(const char *name)
-{
-        const struct tsr_product *p = tsr_catalog_product_by_name(name);
-
-        if (!p)
-                fail_msg("product \"%s\" is not in the catalog", name);
-        return p;
-}
-
-static const struct tsr_product hygon_k100 = {"Hygon K100", TSR_MFR_HYGON, 65520, 12, 128, NULL, 0};
 
 struct id_row {
         const char *product;
@@ -58,7 +49,7 @@ static void test_instancetype__group_id_and_accel_key(void **state)
 {
         (void)state;
         for (size_t i = 0; i < N_ELEMS(id_rows); i++) {
-                const struct tsr_product *p = product(id_rows[i].product);
+                const struct tsr_product *p = fx_product(id_rows[i].product);
                 char out[TSR_NAME_MAX];
 
                 assert_int_equal(tsr_instancetype_group_id(p, out, sizeof(out)), 0);
@@ -73,9 +64,9 @@ static void test_instancetype__manufacturer_word_dropped(void **state)
         char out[TSR_NAME_MAX];
 
         (void)state;
-        assert_int_equal(tsr_instancetype_group_id(&hygon_k100, out, sizeof(out)), 0);
+        assert_int_equal(tsr_instancetype_group_id(&fx_hygon_k100, out, sizeof(out)), 0);
         assert_string_equal(out, "k100");
-        assert_int_equal(tsr_instancetype_accel_key(&hygon_k100, out, sizeof(out)), 0);
+        assert_int_equal(tsr_instancetype_accel_key(&fx_hygon_k100, out, sizeof(out)), 0);
         assert_string_equal(out, "hygon-k100");
 }
 
@@ -85,12 +76,13 @@ static void test_instancetype__names(void **state)
 
         (void)state;
         assert_int_equal(
-            tsr_instancetype_name(product(H100_NAME), "linux", "amd64", out, sizeof(out)), 0);
+            tsr_instancetype_name(fx_product(H100_NAME), "linux", "amd64", out, sizeof(out)), 0);
         assert_string_equal(out, "gpustack--nvidia-h100-80gb-hbm3-linux-amd64");
         assert_int_equal(tsr_instancetype_name(NULL, "linux", "amd64", out, sizeof(out)), 0);
         assert_string_equal(out, "gpustack--generic-linux-amd64");
         assert_int_equal(
-            tsr_instancetype_name(product("NVIDIA A10G"), "linux", "arm64", out, sizeof(out)), 0);
+            tsr_instancetype_name(fx_product("NVIDIA A10G"), "linux", "arm64", out, sizeof(out)),
+            0);
         assert_string_equal(out, "gpustack--nvidia-a10g-linux-arm64");
 }
 
@@ -141,7 +133,7 @@ static void test_instancetype__unit_presets(void **state)
         (void)state;
         for (size_t i = 0; i < N_ELEMS(rows); i++) {
                 struct tsr_unit_spec u =
-                    tsr_instancetype_unit(rows[i].product ? product(rows[i].product) : NULL);
+                    tsr_instancetype_unit(rows[i].product ? fx_product(rows[i].product) : NULL);
 
                 if (u.cpu != rows[i].cpu || u.ram_gib != rows[i].ram ||
                     u.storage_gib != rows[i].storage)
@@ -155,17 +147,17 @@ typedef int (*namer)(char *out, size_t len);
 
 static int group_h100(char *out, size_t len)
 {
-        return tsr_instancetype_group_id(product(H100_NAME), out, len);
+        return tsr_instancetype_group_id(fx_product(H100_NAME), out, len);
 }
 
 static int akey_h100(char *out, size_t len)
 {
-        return tsr_instancetype_accel_key(product(H100_NAME), out, len);
+        return tsr_instancetype_accel_key(fx_product(H100_NAME), out, len);
 }
 
 static int name_h100(char *out, size_t len)
 {
-        return tsr_instancetype_name(product(H100_NAME), "linux", "amd64", out, len);
+        return tsr_instancetype_name(fx_product(H100_NAME), "linux", "amd64", out, len);
 }
 
 static int name_generic(char *out, size_t len)

@@ -27,6 +27,10 @@
 #include "base/err.h"
 #include "codec/json_patch.h"
 
+#include "support/failing_alloc.h"
+#include "support/json_text.h"
+#include "support/rng.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,29 +38,10 @@
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
-static json_t *J(const char *text)
-{
-        json_error_t err;
-        json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
-
-        if (!v)
-                fail_msg("bad JSON in test: %s: %s", text, err.text);
-        return v;
-}
-
-/* A serialization that keeps insertion order, so that "byte-identical" means what it says. */
-static char *dump(json_t *v)
-{
-        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-
-        if (!s)
-                fail_msg("cannot serialize");
-        return s;
-}
-
 static void expect_apply(const char *doc_text, const char *patch_text, const char *want_text)
 {
-        json_t *doc = J(doc_text), *ops = J(patch_text), *want = J(want_text);
+        json_t *doc = json_fx_load(doc_text), *ops = json_fx_load(patch_text),
+               *want = json_fx_load(want_text);
         struct tsr_diag diag;
         int rc;
 
@@ -65,7 +50,7 @@ static void expect_apply(const char *doc_text, const char *patch_text, const cha
         if (rc != 0)
                 fail_msg("%s on %s: %s (%s)", patch_text, doc_text, tsr_err_name(rc), diag.msg);
         if (!json_equal(doc, want)) {
-                char *got = dump(doc);
+                char *got = json_fx_dump(doc);
 
                 fail_msg("%s on %s gave %s, want %s", patch_text, doc_text, got, want_text);
         }
@@ -80,9 +65,9 @@ static void expect_apply(const char *doc_text, const char *patch_text, const cha
  */
 static void expect_fail(const char *doc_text, const char *patch_text, int want_rc, ...)
 {
-        json_t *doc = J(doc_text), *ops = J(patch_text);
+        json_t *doc = json_fx_load(doc_text), *ops = json_fx_load(patch_text);
         json_t *saved = json_deep_copy(doc), *before = doc;
-        char *text = dump(doc), *after;
+        char *text = json_fx_dump(doc), *after;
         struct tsr_diag diag;
         const char *frag;
         va_list ap;
@@ -95,7 +80,7 @@ static void expect_fail(const char *doc_text, const char *patch_text, int want_r
                          diag.msg, tsr_err_name(want_rc));
         assert_ptr_equal(doc, before);
         assert_true(json_equal(doc, saved));
-        after = dump(doc);
+        after = json_fx_dump(doc);
         assert_string_equal(after, text);
         assert_int_equal(diag.code, want_rc);
         va_start(ap, want_rc);
@@ -470,7 +455,8 @@ static void test_json_patch__failure_is_atomic(void **state)
                 expect_fail(doc, patches[i], want[i], "patch operation", NULL);
         /* A NULL diag is allowed; the document is still untouched. */
         {
-                json_t *d = J(doc), *saved = json_deep_copy(d), *ops = J(patches[0]);
+                json_t *d = json_fx_load(doc), *saved = json_deep_copy(d),
+                       *ops = json_fx_load(patches[0]);
 
                 assert_int_equal(tsr_json_patch_apply(&d, ops, NULL), TSR_ESTALE);
                 assert_true(json_equal(d, saved));
@@ -484,13 +470,14 @@ static void test_json_patch__failure_is_atomic(void **state)
 
 static void expect_diff(const char *from_text, const char *to_text, const char *want_text)
 {
-        json_t *from = J(from_text), *to = J(to_text), *want = J(want_text), *ops = NULL;
+        json_t *from = json_fx_load(from_text), *to = json_fx_load(to_text),
+               *want = json_fx_load(want_text), *ops = NULL;
         int rc = tsr_json_patch_diff(from, to, &ops);
 
         if (rc != 0)
                 fail_msg("diff %s -> %s: %s", from_text, to_text, tsr_err_name(rc));
         if (!json_equal(ops, want)) {
-                char *got = dump(ops);
+                char *got = json_fx_dump(ops);
 
                 fail_msg("diff %s -> %s gave %s, want %s", from_text, to_text, got, want_text);
         }
@@ -551,7 +538,8 @@ static void test_json_patch__diff_by_hand(void **state)
 /* diff neither changes its arguments nor keeps references into them. */
 static void test_json_patch__diff_copies_values(void **state)
 {
-        json_t *from = J("{\"a\":{\"x\":1}}"), *to = J("{\"a\":{\"x\":2},\"b\":{\"y\":[1]}}");
+        json_t *from = json_fx_load("{\"a\":{\"x\":1}}"),
+               *to = json_fx_load("{\"a\":{\"x\":2},\"b\":{\"y\":[1]}}");
         json_t *from0 = json_deep_copy(from), *to0 = json_deep_copy(to), *ops;
 
         (void)state;
@@ -570,14 +558,6 @@ static void test_json_patch__diff_copies_values(void **state)
 }
 
 /* ---- randomized round trip ---------------------------------------------------------------- */
-
-static uint64_t rng_state;
-
-static unsigned rnd(unsigned n)
-{
-        rng_state = rng_state * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
-        return (unsigned)((rng_state >> 33) % n);
-}
 
 /* Keys that need escaping, look like indices or "-", are empty, or are not ASCII. */
 static const char *const keys[] = {
@@ -732,7 +712,7 @@ static void test_json_patch__diff_round_trip(void **state)
         unsigned nonempty = 0, total_ops = 0, kinds[5] = {0};
 
         (void)state;
-        rng_state = 20260607;
+        rng_seed(20260607);
         for (int round = 0; round < 6000; round++) {
                 int depth = 1 + (int)rnd(4);
                 json_t *a = rnd(8) ? random_object(depth) : random_value(depth);
@@ -769,7 +749,7 @@ static void test_json_patch__diff_round_trip(void **state)
                 assert_int_equal(tsr_json_patch_diff(a, b, &again), 0);
                 assert_true(json_equal(ops, again));
                 {
-                        char *t1 = dump(ops), *t2 = dump(again);
+                        char *t1 = json_fx_dump(ops), *t2 = json_fx_dump(again);
 
                         assert_string_equal(t1, t2);
                         free(t1);
@@ -790,14 +770,14 @@ static void test_json_patch__diff_round_trip(void **state)
                 tsr_diag_clear(&diag);
                 rc = tsr_json_patch_apply(&doc, ops, &diag);
                 if (rc != 0 || !json_equal(doc, b)) {
-                        char *ta = dump(a), *tb = dump(b), *to = dump(ops);
+                        char *ta = json_fx_dump(a), *tb = json_fx_dump(b), *to = json_fx_dump(ops);
 
                         fail_msg("round %d: %s (%s)\n a   = %s\n b   = %s\n ops = %s", round,
                                  tsr_err_name(rc), diag.msg, ta, tb, to);
                 }
                 json_decref(doc);
-                text = dump(ops);
-                reloaded = J(text);
+                text = json_fx_dump(ops);
+                reloaded = json_fx_load(text);
                 doc = json_deep_copy(a);
                 assert_int_equal(tsr_json_patch_apply(&doc, reloaded, &diag), 0);
                 assert_true(json_equal(doc, b));
@@ -823,24 +803,13 @@ static void test_json_patch__diff_round_trip(void **state)
 
 /* ---- allocation failure ------------------------------------------------------------------- */
 
-static long alloc_budget = -1; /* allocations left before failing; -1: never fail */
-
-static void *failing_malloc(size_t n)
-{
-        if (alloc_budget == 0)
-                return NULL;
-        if (alloc_budget > 0)
-                alloc_budget--;
-        return malloc(n);
-}
-
 static void test_json_patch__allocation_failure(void **state)
 {
         static const char *from_text = "{\"metadata\":{\"labels\":{\"a\":\"1\"},\"name\":\"p\"},"
                                        "\"spec\":{\"containers\":[{\"name\":\"c\"}],\"x\":1}}";
         static const char *to_text = "{\"metadata\":{\"labels\":{\"b\":\"2\"},\"name\":\"p\"},"
                                      "\"spec\":{\"containers\":[],\"y\":{\"z\":[1,2]}}}";
-        json_t *from = J(from_text), *to = J(to_text);
+        json_t *from = json_fx_load(from_text), *to = json_fx_load(to_text);
         json_t *ops = NULL;
         bool diff_done = false, apply_done = false;
 
@@ -852,9 +821,9 @@ static void test_json_patch__allocation_failure(void **state)
                 int rc;
 
                 if (!diff_done) {
-                        alloc_budget = k;
+                        failing_alloc_budget(k);
                         rc = tsr_json_patch_diff(from, to, &got);
-                        alloc_budget = -1;
+                        failing_alloc_budget(-1);
                         if (rc == 0) {
                                 diff_done = true;
                                 ops = got;
@@ -867,9 +836,9 @@ static void test_json_patch__allocation_failure(void **state)
                         json_t *before = doc;
 
                         tsr_diag_clear(&diag);
-                        alloc_budget = k;
+                        failing_alloc_budget(k);
                         rc = tsr_json_patch_apply(&doc, ops, &diag);
-                        alloc_budget = -1;
+                        failing_alloc_budget(-1);
                         if (rc == 0) {
                                 apply_done = true;
                                 assert_true(json_equal(doc, to));

@@ -21,6 +21,8 @@
 #include "base/err.h"
 #include "core/ledger.h"
 
+#include "support/catalog_fixtures.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -29,32 +31,6 @@
 
 #define H100_NAME   "NVIDIA H100 80GB HBM3"
 #define RTXPRO_NAME "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-
-static const struct tsr_product *product(const char *name)
-{
-        const struct tsr_product *p = tsr_catalog_product_by_name(name);
-
-        if (!p)
-                fail_msg("product \"%s\" is not in the catalog", name);
-        return p;
-}
-
-static int pidx(const struct tsr_product *p, const char *name)
-{
-        const struct tsr_mig_profile *mp = tsr_product_profile(p, name);
-
-        if (!mp)
-                fail_msg("%s has no profile %s", p->name, name);
-        return (int)(mp - p->profiles);
-}
-
-/* caps[0..n) of product name; the accelerators listed in parted (a bit mask) in MIG mode. */
-static void detect(struct tsr_accel_cap *caps, size_t n, const char *name, uint32_t parted)
-{
-        for (size_t i = 0; i < n; i++)
-                tsr_capability_detect(product(name), (unsigned)i, "GPU", (parted >> i) & 1u,
-                                      &caps[i]);
-}
 
 static struct tsr_alloc_record rec(unsigned accel, enum tsr_mode mode, int64_t units)
 {
@@ -144,7 +120,7 @@ static void test_ledger__empty_seeds_every_accelerator(void **state)
         struct tsr_accel_ledger out[8];
 
         (void)state;
-        detect(caps, 8, H100_NAME, 0x0f);
+        fx_detect(caps, 8, fx_product(H100_NAME), 0x0f);
         memset(out, 0x5a, sizeof(out));
         must_build(caps, 8, NULL, 0, out);
         for (size_t i = 0; i < 8; i++)
@@ -153,7 +129,7 @@ static void test_ledger__empty_seeds_every_accelerator(void **state)
 
 static void test_ledger__charges_per_family(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct tsr_accel_cap caps[6];
         struct tsr_accel_ledger out[6];
         /* 3g.40gb: floor(40448 x 1600000 / 81920) = 790000; 1g.10gb: 9984 -> 195000. */
@@ -164,12 +140,12 @@ static void test_ledger__charges_per_family(void **state)
             share(2, 2),
             rec(3, TSR_MODE_SLICED, 800000),
             rec(3, TSR_MODE_SLICED, 320000),
-            part(4, pidx(h100, "3g.40gb"), 0, 790000),
-            part(4, pidx(h100, "1g.10gb"), 4, 195000),
+            part(4, fx_pidx(h100, "3g.40gb"), 0, 790000),
+            part(4, fx_pidx(h100, "1g.10gb"), 4, 195000),
         };
 
         (void)state;
-        detect(caps, 6, H100_NAME, 0x30);
+        fx_detect(caps, 6, fx_product(H100_NAME), 0x30);
         must_build(caps, 6, recs, N_ELEMS(recs), out);
         expect_ledger(&out[0], TSR_MODE_EXCLUSIVE, 1600000, 0, 0, 0);
         expect_ledger(&out[1], TSR_MODE_SHARED, 320000, 1280000, 0, 0);
@@ -177,9 +153,9 @@ static void test_ledger__charges_per_family(void **state)
         expect_ledger(&out[3], TSR_MODE_SLICED, 1120000, 480000, 2, 0);
         expect_ledger(&out[4], TSR_MODE_PARTITIONED, 985000, 615000, 0, 2);
         expect_ledger(&out[5], TSR_MODE_NONE, 0, M, 0, 0);
-        assert_int_equal(out[4].live.inst[0].profile, pidx(h100, "3g.40gb"));
+        assert_int_equal(out[4].live.inst[0].profile, fx_pidx(h100, "3g.40gb"));
         assert_int_equal(out[4].live.inst[0].start, 0);
-        assert_int_equal(out[4].live.inst[1].profile, pidx(h100, "1g.10gb"));
+        assert_int_equal(out[4].live.inst[1].profile, fx_pidx(h100, "1g.10gb"));
         assert_int_equal(out[4].live.inst[1].start, 4);
         for (size_t i = 0; i < 6; i++)
                 assert_int_equal(tsr_ledger_check(&caps[i], &out[i], NULL), 0);
@@ -199,7 +175,7 @@ static void test_ledger__first_record_fixes_mode(void **state)
         };
 
         (void)state;
-        detect(caps, 3, H100_NAME, 0);
+        fx_detect(caps, 3, fx_product(H100_NAME), 0);
         must_build(caps, 3, recs, N_ELEMS(recs), out);
         expect_ledger(&out[0], TSR_MODE_SLICED, 2400000, 0, 1, 0);
         expect_ledger(&out[1], TSR_MODE_SHARED, 320000, 1280000, 1, 0);
@@ -218,7 +194,7 @@ static void test_ledger__remaining_clamps_at_zero(void **state)
         };
 
         (void)state;
-        detect(caps, 2, H100_NAME, 0);
+        fx_detect(caps, 2, fx_product(H100_NAME), 0);
         must_build(caps, 2, recs, N_ELEMS(recs), out);
         expect_ledger(&out[0], TSR_MODE_EXCLUSIVE, 3200000, 0, 0, 0);
         expect_ledger(&out[1], TSR_MODE_SLICED, 2000000, 0, 2, 0);
@@ -226,7 +202,7 @@ static void test_ledger__remaining_clamps_at_zero(void **state)
 
 static void test_ledger__finished_pods_stop_charging_except_partitions(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct tsr_accel_cap caps[5];
         struct tsr_accel_ledger out[5];
         const struct tsr_alloc_record recs[] = {
@@ -236,11 +212,11 @@ static void test_ledger__finished_pods_stop_charging_except_partitions(void **st
             rec(2, TSR_MODE_SLICED, 160000),
             finished(rec(3, TSR_MODE_EXCLUSIVE, 0)), /* a finished record fixes no mode */
             share(3, 1),
-            finished(part(4, pidx(h100, "7g.80gb"), 0, 1585000)),
+            finished(part(4, fx_pidx(h100, "7g.80gb"), 0, 1585000)),
         };
 
         (void)state;
-        detect(caps, 5, H100_NAME, 0x10);
+        fx_detect(caps, 5, fx_product(H100_NAME), 0x10);
         must_build(caps, 5, recs, N_ELEMS(recs), out);
         expect_ledger(&out[0], TSR_MODE_NONE, 0, M, 0, 0);
         expect_ledger(&out[1], TSR_MODE_NONE, 0, M, 0, 0);
@@ -272,25 +248,25 @@ static void test_ledger__finished_metax_and_cambricon_slices_keep_charging(void 
 
 static void test_ledger__rtx_pro_placements(void **state)
 {
-        const struct tsr_product *rtx = product(RTXPRO_NAME);
+        const struct tsr_product *rtx = fx_product(RTXPRO_NAME);
         struct tsr_accel_cap caps[1];
         struct tsr_accel_ledger out[1];
         /* The blog's mixed layout: 2g at 0:6 plus 1g at 6:3 and 9:3. */
         const struct tsr_alloc_record recs[] = {
-            part(0, pidx(rtx, "2g.48gb"), 0, 788000),
-            part(0, pidx(rtx, "1g.24gb"), 6, 394000),
-            part(0, pidx(rtx, "1g.24gb-me"), 9, 394000),
+            part(0, fx_pidx(rtx, "2g.48gb"), 0, 788000),
+            part(0, fx_pidx(rtx, "1g.24gb"), 6, 394000),
+            part(0, fx_pidx(rtx, "1g.24gb-me"), 9, 394000),
         };
         const struct tsr_alloc_record bad[] = {
-            part(0, pidx(rtx, "1g.24gb"), 1, 394000), /* legal starts are 0, 3, 6, 9 */
+            part(0, fx_pidx(rtx, "1g.24gb"), 1, 394000), /* legal starts are 0, 3, 6, 9 */
         };
         const struct tsr_alloc_record clash[] = {
-            part(0, pidx(rtx, "1g.24gb"), 9, 394000),
-            part(0, pidx(rtx, "2g.48gb"), 6, 788000), /* 6..11 overlaps 9..11 */
+            part(0, fx_pidx(rtx, "1g.24gb"), 9, 394000),
+            part(0, fx_pidx(rtx, "2g.48gb"), 6, 788000), /* 6..11 overlaps 9..11 */
         };
 
         (void)state;
-        detect(caps, 1, RTXPRO_NAME, 1);
+        fx_detect(caps, 1, fx_product(RTXPRO_NAME), 1);
         must_build(caps, 1, recs, N_ELEMS(recs), out);
         expect_ledger(&out[0], TSR_MODE_PARTITIONED, 1576000, 24000, 0, 3);
         assert_int_equal(tsr_ledger_check(&caps[0], &out[0], NULL), 0);
@@ -300,30 +276,30 @@ static void test_ledger__rtx_pro_placements(void **state)
 
 static void test_ledger__build_errors(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct tsr_accel_cap caps[2];
         const struct tsr_alloc_record past[] = {rec(2, TSR_MODE_EXCLUSIVE, 0)};
         const struct tsr_alloc_record past_none[] = {rec(7, TSR_MODE_NONE, 0)};
         const struct tsr_alloc_record overlap[] = {
-            part(0, pidx(h100, "3g.40gb"), 0, 790000),
-            part(0, pidx(h100, "4g.40gb"), 0, 790000),
+            part(0, fx_pidx(h100, "3g.40gb"), 0, 790000),
+            part(0, fx_pidx(h100, "4g.40gb"), 0, 790000),
         };
         const struct tsr_alloc_record overlap_finished[] = {
-            finished(part(0, pidx(h100, "3g.40gb"), 4, 790000)),
-            part(0, pidx(h100, "1g.10gb"), 5, 195000),
+            finished(part(0, fx_pidx(h100, "3g.40gb"), 4, 790000)),
+            part(0, fx_pidx(h100, "1g.10gb"), 5, 195000),
         };
         const struct tsr_alloc_record same_start[] = {
-            part(0, pidx(h100, "1g.10gb"), 3, 195000),
-            part(0, pidx(h100, "1g.10gb"), 3, 195000),
+            part(0, fx_pidx(h100, "1g.10gb"), 3, 195000),
+            part(0, fx_pidx(h100, "1g.10gb"), 3, 195000),
         };
-        const struct tsr_alloc_record illegal[] = {part(0, pidx(h100, "3g.40gb"), 2, 790000)};
-        const struct tsr_alloc_record illegal7[] = {part(0, pidx(h100, "1g.10gb"), 7, 195000)};
+        const struct tsr_alloc_record illegal[] = {part(0, fx_pidx(h100, "3g.40gb"), 2, 790000)};
+        const struct tsr_alloc_record illegal7[] = {part(0, fx_pidx(h100, "1g.10gb"), 7, 195000)};
         const struct tsr_alloc_record no_profile[] = {part(0, -1, 0, 790000)};
         const struct tsr_alloc_record bad_profile[] = {part(0, 7, 0, 790000)};
-        const struct tsr_alloc_record far_start[] = {part(0, pidx(h100, "1g.10gb"), 40, 195000)};
+        const struct tsr_alloc_record far_start[] = {part(0, fx_pidx(h100, "1g.10gb"), 40, 195000)};
 
         (void)state;
-        detect(caps, 2, H100_NAME, 0x1);
+        fx_detect(caps, 2, fx_product(H100_NAME), 0x1);
         expect_build_fails(caps, 2, past, N_ELEMS(past), "accelerator 2 of 2");
         expect_build_fails(caps, 2, past_none, N_ELEMS(past_none), "accelerator 7, mode None");
         expect_build_fails(caps, 2, overlap, N_ELEMS(overlap), "4g.40gb over 3g.40gb");
@@ -367,7 +343,7 @@ static struct tsr_accel_ledger fresh(void)
 
 static void test_ledger__check_accepts_consistent_ledgers(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct tsr_accel_cap whole, parted;
         struct tsr_accel_ledger l = fresh();
 
@@ -386,11 +362,11 @@ static void test_ledger__check_accepts_consistent_ledgers(void **state)
         l.allocated = 790000 + 2 * 195000;
         l.remaining = M - l.allocated;
         l.live.n = 3;
-        l.live.inst[0].profile = (uint8_t)pidx(h100, "3g.40gb");
+        l.live.inst[0].profile = (uint8_t)fx_pidx(h100, "3g.40gb");
         l.live.inst[0].start = 4;
-        l.live.inst[1].profile = (uint8_t)pidx(h100, "1g.10gb");
+        l.live.inst[1].profile = (uint8_t)fx_pidx(h100, "1g.10gb");
         l.live.inst[1].start = 0;
-        l.live.inst[2].profile = (uint8_t)pidx(h100, "1g.10gb");
+        l.live.inst[2].profile = (uint8_t)fx_pidx(h100, "1g.10gb");
         l.live.inst[2].start = 3;
         assert_int_equal(tsr_ledger_check(&parted, &l, NULL), 0);
         l = fresh();
@@ -406,7 +382,7 @@ static void test_ledger__check_catches_budget_breaks(void **state)
         struct tsr_accel_ledger l;
 
         (void)state;
-        tsr_capability_detect(product(H100_NAME), 5, "GPU-5", false, &whole);
+        tsr_capability_detect(fx_product(H100_NAME), 5, "GPU-5", false, &whole);
 
         l = fresh(); /* remaining not M - allocated */
         l.mode = TSR_MODE_SHARED;
@@ -433,7 +409,7 @@ static void test_ledger__check_catches_budget_breaks(void **state)
 
 static void test_ledger__check_catches_mode_population_breaks(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct tsr_accel_cap whole, parted;
         struct tsr_accel_ledger l;
         static const enum tsr_mode whole_modes[] = {TSR_MODE_EXCLUSIVE, TSR_MODE_SHARED,
@@ -458,27 +434,25 @@ static void test_ledger__check_catches_mode_population_breaks(void **state)
         l.allocated = 0;
         l.remaining = M;
         l.live.n = 1;
-        l.live.inst[0].profile = (uint8_t)pidx(h100, "3g.40gb");
+        l.live.inst[0].profile = (uint8_t)fx_pidx(h100, "3g.40gb");
         l.live.inst[0].start = 0;
         expect_check_fails(&whole, &l, "unpartitioned accelerator with a live placement");
 }
 
 static void test_ledger__check_catches_slot_breaks(void **state)
 {
-        static const struct tsr_product hygon = {"Hygon K100", TSR_MFR_HYGON, 65520, 12,
-                                                 128,          NULL,          0};
         struct tsr_accel_cap whole;
         struct tsr_accel_ledger l = fresh();
 
         (void)state;
-        tsr_capability_detect(product(H100_NAME), 1, "GPU-1", false, &whole);
+        tsr_capability_detect(fx_product(H100_NAME), 1, "GPU-1", false, &whole);
         l.mode = TSR_MODE_SLICED;
         l.allocated = 129 * 1000;
         l.remaining = M - l.allocated;
         l.allocated_slices = 129;
         expect_check_fails(&whole, &l, "129 slices on 128 slots");
 
-        tsr_capability_detect(&hygon, 4, "DCU-4", false, &whole);
+        tsr_capability_detect(&fx_hygon_k100, 4, "DCU-4", false, &whole);
         l.allocated_slices = 4;
         assert_int_equal(tsr_ledger_check(&whole, &l, NULL), 0);
         l.allocated_slices = 5;
@@ -487,7 +461,7 @@ static void test_ledger__check_catches_slot_breaks(void **state)
 
 static void test_ledger__check_catches_placement_breaks(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct tsr_accel_cap parted;
         struct tsr_accel_ledger l;
 
@@ -497,22 +471,22 @@ static void test_ledger__check_catches_placement_breaks(void **state)
         l = fresh(); /* overlapping */
         l.mode = TSR_MODE_PARTITIONED;
         l.live.n = 2;
-        l.live.inst[0].profile = (uint8_t)pidx(h100, "3g.40gb");
+        l.live.inst[0].profile = (uint8_t)fx_pidx(h100, "3g.40gb");
         l.live.inst[0].start = 0;
-        l.live.inst[1].profile = (uint8_t)pidx(h100, "2g.20gb");
+        l.live.inst[1].profile = (uint8_t)fx_pidx(h100, "2g.20gb");
         l.live.inst[1].start = 2;
         expect_check_fails(&parted, &l, "2g.20gb at 2 inside 3g.40gb at 0");
 
-        l.live.inst[1].profile = (uint8_t)pidx(h100, "1g.10gb"); /* a duplicate start */
-        l.live.inst[0].profile = (uint8_t)pidx(h100, "1g.10gb");
+        l.live.inst[1].profile = (uint8_t)fx_pidx(h100, "1g.10gb"); /* a duplicate start */
+        l.live.inst[0].profile = (uint8_t)fx_pidx(h100, "1g.10gb");
         l.live.inst[0].start = 2;
         expect_check_fails(&parted, &l, "two 1g.10gb at 2");
 
         l.live.n = 1; /* an illegal start */
-        l.live.inst[0].profile = (uint8_t)pidx(h100, "4g.40gb");
+        l.live.inst[0].profile = (uint8_t)fx_pidx(h100, "4g.40gb");
         l.live.inst[0].start = 4;
         expect_check_fails(&parted, &l, "4g.40gb at 4");
-        l.live.inst[0].profile = (uint8_t)pidx(h100, "1g.10gb");
+        l.live.inst[0].profile = (uint8_t)fx_pidx(h100, "1g.10gb");
         l.live.inst[0].start = 7;
         expect_check_fails(&parted, &l, "1g.10gb at 7");
 }
@@ -520,7 +494,7 @@ static void test_ledger__check_catches_placement_breaks(void **state)
 /* A hand-broken ledger may name a profile or a start outside every table: refused, not read. */
 static void test_ledger__check_catches_out_of_table_placements(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct tsr_accel_cap parted;
         struct tsr_accel_ledger l = fresh();
 
@@ -533,7 +507,7 @@ static void test_ledger__check_catches_out_of_table_placements(void **state)
         expect_check_fails(&parted, &l, "profile index past the table");
         l.live.inst[0].profile = 200;
         expect_check_fails(&parted, &l, "profile index 200");
-        l.live.inst[0].profile = (uint8_t)pidx(h100, "1g.10gb");
+        l.live.inst[0].profile = (uint8_t)fx_pidx(h100, "1g.10gb");
         l.live.inst[0].start = 40;
         expect_check_fails(&parted, &l, "start 40");
         l.live.inst[0].start = 255;

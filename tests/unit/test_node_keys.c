@@ -22,55 +22,16 @@
 #include "base/err.h"
 #include "core/node_keys.h"
 
+#include "support/catalog_fixtures.h"
+
 #include <stdio.h>
 #include <string.h>
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
-#define S(n)       (UINT32_C(1) << (n))
 
 #define H100_NAME "NVIDIA H100 80GB HBM3"
 
-static const struct tsr_product *product(const char *name)
-{
-        const struct tsr_product *p = tsr_catalog_product_by_name(name);
-
-        if (!p)
-                fail_msg("product \"%s\" is not in the catalog", name);
-        return p;
-}
-
-static int pidx(const struct tsr_product *p, const char *name)
-{
-        const struct tsr_mig_profile *mp = tsr_product_profile(p, name);
-
-        if (!mp)
-                fail_msg("%s has no profile %s", p->name, name);
-        return (int)(mp - p->profiles);
-}
-
-/* One node: n accelerators of p, parted (bit i) in MIG mode, ledger rebuilt from recs. */
-struct node {
-        size_t n;
-        struct tsr_accel_cap caps[8];
-        struct tsr_accel_ledger ledger[8];
-};
-
-static void node_build(struct node *nd, const struct tsr_product *p, size_t n, uint32_t parted,
-                       const struct tsr_alloc_record *recs, size_t nrec)
-{
-        struct tsr_diag d;
-        int rc;
-
-        nd->n = n;
-        for (size_t i = 0; i < n; i++)
-                tsr_capability_detect(p, (unsigned)i, "GPU", (parted >> i) & 1u, &nd->caps[i]);
-        tsr_diag_clear(&d);
-        rc = tsr_ledger_build(nd->caps, n, recs, nrec, nd->ledger, &d);
-        if (rc != 0)
-                fail_msg("ledger_build = %s (%s)", tsr_err_name(rc), d.msg);
-}
-
-static void project(const struct node *nd, struct tsr_node_keys *keys)
+static void project(const struct fx_node *nd, struct tsr_node_keys *keys)
 {
         const struct tsr_manufacturer *m =
             tsr_catalog_manufacturer(nd->caps[0].product->manufacturer);
@@ -126,11 +87,11 @@ static void test_node_keys__step1_all_logical(void **state)
             {"nvidia.com/gpu.sliced.units", 12800000, 12800000},
             {"device.gpustack.ai/nvidia.visibility", 4096, 4096},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, product(H100_NAME), 8, 0, NULL, 0);
+        fx_node_build(&nd, fx_product(H100_NAME), 8, 0, NULL, 0);
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
         assert_null(tsr_node_keys_find(&keys, "nvidia.com/gpu.partitioned.units"));
@@ -154,12 +115,12 @@ static void test_node_keys__step2_2_all_physical(void **state)
         };
         static const char *const order[] = {"1g.10gb", "1g.20gb", "2g.20gb",
                                             "3g.40gb", "4g.40gb", "7g.80gb"};
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
         size_t at = 0;
 
         (void)state;
-        node_build(&nd, product(H100_NAME), 8, 0xff, NULL, 0);
+        fx_node_build(&nd, fx_product(H100_NAME), 8, 0xff, NULL, 0);
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
         /* Profiles follow the product table's order. */
@@ -175,10 +136,10 @@ static void test_node_keys__step2_2_all_physical(void **state)
 
 static void test_node_keys__step2_4_one_3g_instance(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         /* 3g.40gb: floor(40448 x 1600000 / 81920) = 790000 units. */
         const struct tsr_alloc_record recs[] = {
-            {0, TSR_MODE_PARTITIONED, 790000, 0, pidx(h100, "3g.40gb"), 0, false},
+            {0, TSR_MODE_PARTITIONED, 790000, 0, fx_pidx(h100, "3g.40gb"), 0, false},
         };
         static const struct want_key want[] = {
             {"nvidia.com/gpu", 0, 0},
@@ -194,11 +155,11 @@ static void test_node_keys__step2_4_one_3g_instance(void **state)
             {"nvidia.com/gpu.sliced", 0, 0},
             {"device.gpustack.ai/nvidia.visibility", 4096, 4096},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, h100, 8, 0xff, recs, N_ELEMS(recs));
+        fx_node_build(&nd, h100, 8, 0xff, recs, N_ELEMS(recs));
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
 }
@@ -223,20 +184,20 @@ static void test_node_keys__step3_mixed(void **state)
             {"nvidia.com/gpu.sliced.units", 8000000, 8000000},
             {"device.gpustack.ai/nvidia.visibility", 4096, 4096},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, product(H100_NAME), 8, 0x07, NULL, 0);
+        fx_node_build(&nd, fx_product(H100_NAME), 8, 0x07, NULL, 0);
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
 }
 
 static void test_node_keys__step3_1_both_kinds(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         const struct tsr_alloc_record recs[] = {
-            {0, TSR_MODE_PARTITIONED, 790000, 0, pidx(h100, "3g.40gb"), 0, false},
+            {0, TSR_MODE_PARTITIONED, 790000, 0, fx_pidx(h100, "3g.40gb"), 0, false},
             {5, TSR_MODE_SLICED, 800000, 0, -1, 0, false},
         };
         /*
@@ -261,11 +222,11 @@ static void test_node_keys__step3_1_both_kinds(void **state)
             {"nvidia.com/gpu.sliced.units", 8000000, 8000000},
             {"device.gpustack.ai/nvidia.visibility", 4096, 4096},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, h100, 8, 0x07, recs, N_ELEMS(recs));
+        fx_node_build(&nd, h100, 8, 0x07, recs, N_ELEMS(recs));
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
 }
@@ -290,11 +251,11 @@ static void test_node_keys__other_mode_tokens_unhealthy(void **state)
             {"nvidia.com/gpu.sliced.units", 12800000, 12800000},
             {"device.gpustack.ai/nvidia.visibility", 4096, 4096},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, product(H100_NAME), 8, 0, recs, N_ELEMS(recs));
+        fx_node_build(&nd, fx_product(H100_NAME), 8, 0, recs, N_ELEMS(recs));
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
 }
@@ -313,22 +274,14 @@ static void test_node_keys__no_partition_kind_no_partition_keys(void **state)
             {"amd.com/gpu.sliced.units", 3200000, 3200000},
             {"device.gpustack.ai/amd.visibility", 1024, 1024},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, &mi300, 2, 0x3, NULL, 0);
+        fx_node_build(&nd, &mi300, 2, 0x3, NULL, 0);
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
 }
-
-static const struct tsr_mig_profile hygon_profiles[] = {
-    {"2g.15gb", 1, 0, 16380, 2, 1, S(0) | S(1) | S(2) | S(3), 4},
-    {"4g.31gb", 2, 1, 32760, 4, 2, S(0) | S(2), 2},
-    {"8g.63gb", 3, 2, 65520, 8, 4, S(0), 1},
-};
-static const struct tsr_product hygon = {"Hygon C-3000", TSR_MFR_HYGON,          65520, 12, 128,
-                                         hygon_profiles, N_ELEMS(hygon_profiles)};
 
 /* Without overcommit a card's cores budget is 100 %, however many slots it has. */
 static void test_node_keys__hygon_slices(void **state)
@@ -344,11 +297,11 @@ static void test_node_keys__hygon_slices(void **state)
             {"hygon.com/dcu.sliced.units", 3200000, 3200000},
             {"device.gpustack.ai/hygon.visibility", 1024, 1024},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, &hygon, 2, 0, NULL, 0);
+        fx_node_build(&nd, &fx_hygon_c3000, 2, 0, NULL, 0);
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
 }
@@ -374,11 +327,11 @@ static void test_node_keys__hygon_partitions(void **state)
             {"hygon.com/dcu.sliced", 0, 0},
             {"device.gpustack.ai/hygon.visibility", 1024, 1024},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, &hygon, 2, 0x3, recs, N_ELEMS(recs));
+        fx_node_build(&nd, &fx_hygon_c3000, 2, 0x3, recs, N_ELEMS(recs));
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
 }
@@ -386,9 +339,9 @@ static void test_node_keys__hygon_partitions(void **state)
 /* A full partitioned GPU still registers every pool; its profile keys carry the live instance. */
 static void test_node_keys__full_gpu_keeps_keys(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         const struct tsr_alloc_record recs[] = {
-            {0, TSR_MODE_PARTITIONED, 1585000, 0, pidx(h100, "7g.80gb"), 0, false},
+            {0, TSR_MODE_PARTITIONED, 1585000, 0, fx_pidx(h100, "7g.80gb"), 0, false},
         };
         static const struct want_key want[] = {
             {"nvidia.com/gpu", 0, 0},
@@ -404,11 +357,11 @@ static void test_node_keys__full_gpu_keeps_keys(void **state)
             {"nvidia.com/gpu.sliced", 0, 0},
             {"device.gpustack.ai/nvidia.visibility", 512, 512},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, h100, 1, 0x1, recs, N_ELEMS(recs));
+        fx_node_build(&nd, h100, 1, 0x1, recs, N_ELEMS(recs));
         project(&nd, &keys);
         expect_keys(&keys, want, N_ELEMS(want));
 }
@@ -439,8 +392,8 @@ static void test_node_keys__mixed_products_refused(void **state)
         struct tsr_diag d;
 
         (void)state;
-        tsr_capability_detect(product(H100_NAME), 0, "GPU-0", false, &caps[0]);
-        tsr_capability_detect(product("NVIDIA A30"), 1, "GPU-1", false, &caps[1]);
+        tsr_capability_detect(fx_product(H100_NAME), 0, "GPU-0", false, &caps[0]);
+        tsr_capability_detect(fx_product("NVIDIA A30"), 1, "GPU-1", false, &caps[1]);
         assert_int_equal(tsr_ledger_build(caps, 2, NULL, 0, ledger, NULL), 0);
         memset(&keys, 0x77, sizeof(keys));
         before = keys;
@@ -455,11 +408,11 @@ static void test_node_keys__mixed_products_refused(void **state)
 
 static void test_node_keys__find(void **state)
 {
-        struct node nd;
+        struct fx_node nd;
         struct tsr_node_keys keys;
 
         (void)state;
-        node_build(&nd, product(H100_NAME), 1, 0, NULL, 0);
+        fx_node_build(&nd, fx_product(H100_NAME), 1, 0, NULL, 0);
         project(&nd, &keys);
         assert_null(tsr_node_keys_find(&keys, "nvidia.com/gp"));
         assert_null(tsr_node_keys_find(&keys, "nvidia.com/gpu.partitioned.units"));

@@ -19,10 +19,10 @@
 
 #include <cmocka.h>
 
-#include "base/diag.h"
-#include "base/quantity.h"
 #include "core/catalog.h"
 #include "core/pin.h"
+
+#include "support/pod_rows.h"
 
 #include <string.h>
 
@@ -63,62 +63,18 @@ struct want_req {
 
 struct row {
         const char *what;
-        struct crow c[ROW_CONTAINERS];         /* up to the first with neither list */
+        struct pod_row c[ROW_CONTAINERS];      /* up to the first with neither list */
         struct want_req workload[TSR_PIN_MAX]; /* up to the first without a key */
         struct want_req card_count;            /* key NULL: none */
 };
 
-static struct tsr_pod_req pod;
-static char text[ROW_CONTAINERS][2][ROW_LIST_MAX];
-
-/* Splits list into items, in place in buf; every value must parse as a quantity. */
-static size_t parse_list(const char *what, const char *list, char *buf, struct tsr_res_item *items)
-{
-        size_t n = 0;
-        char *p = buf;
-
-        if (!list || !*list)
-                return 0;
-        if (strlen(list) >= ROW_LIST_MAX)
-                fail_msg("%s: list \"%s\" is too long for the test", what, list);
-        memcpy(buf, list, strlen(list) + 1);
-        while (*p) {
-                char *end = strchr(p, ' ');
-                char *eq;
-                struct tsr_diag d;
-
-                if (end)
-                        *end = '\0';
-                eq = strchr(p, '=');
-                if (!eq || n >= TSR_RES_MAX)
-                        fail_msg("%s: bad resource word \"%s\"", what, p);
-                *eq = '\0';
-                items[n].key = p;
-                items[n].text = eq + 1;
-                tsr_diag_clear(&d);
-                if (tsr_quantity_parse(eq + 1, &items[n].q, &d) != 0)
-                        fail_msg("%s: \"%s\" is not a quantity: %s", what, eq + 1, d.msg);
-                n++;
-                if (!end)
-                        break;
-                p = end + 1;
-        }
-        return n;
-}
+/* The pod a row builds, and the text its items borrow. Static: a tsr_pod_req is large. */
+static struct pod_rows built;
 
 static const struct tsr_pod_req *build_pod(const struct row *r)
 {
-        memset(&pod, 0, sizeof(pod));
-        for (size_t i = 0; i < ROW_CONTAINERS && (r->c[i].limits || r->c[i].requests); i++) {
-                struct tsr_container_req *c = &pod.c[pod.n++];
-
-                c->name = "c";
-                c->group = r->c[i].group;
-                c->index = (unsigned)i;
-                c->n_limits = parse_list(r->what, r->c[i].limits, text[i][0], c->limits);
-                c->n_requests = parse_list(r->what, r->c[i].requests, text[i][1], c->requests);
-        }
-        return &pod;
+        return pod_rows_build(&built, ROW_LIST_MAX, r->what, r->c, ROW_CONTAINERS,
+                              POD_ROWS_INDEX_POSITION);
 }
 
 static bool req_is(const struct tsr_node_requirement *r, const struct want_req *w)

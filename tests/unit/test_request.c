@@ -21,9 +21,10 @@
 
 #include "base/diag.h"
 #include "base/err.h"
-#include "base/quantity.h"
 #include "core/catalog.h"
 #include "core/request.h"
+
+#include "support/pod_rows.h"
 
 #include <string.h>
 
@@ -131,57 +132,15 @@ struct row {
 };
 
 /* The pod a row builds, and the text its items borrow. Static: a tsr_pod_req is large. */
-static struct tsr_pod_req pod;
-static char text[ROW_CONTAINERS][2][ROW_LIST_MAX];
-
-/* Splits list into items, in place in buf; every value must parse as a quantity. */
-static size_t parse_list(const char *what, const char *list, char *buf, struct tsr_res_item *items)
-{
-        size_t n = 0;
-        char *p = buf;
-
-        if (!list || !*list)
-                return 0;
-        if (strlen(list) >= ROW_LIST_MAX)
-                fail_msg("%s: list \"%s\" is too long for the test", what, list);
-        memcpy(buf, list, strlen(list) + 1);
-        while (*p) {
-                char *end = strchr(p, ' ');
-                char *eq;
-                struct tsr_diag d;
-
-                if (end)
-                        *end = '\0';
-                eq = strchr(p, '=');
-                if (!eq || n >= TSR_RES_MAX)
-                        fail_msg("%s: bad resource word \"%s\"", what, p);
-                *eq = '\0';
-                items[n].key = p;
-                items[n].text = eq + 1;
-                tsr_diag_clear(&d);
-                if (tsr_quantity_parse(eq + 1, &items[n].q, &d) != 0)
-                        fail_msg("%s: \"%s\" is not a quantity: %s", what, eq + 1, d.msg);
-                n++;
-                if (!end)
-                        break;
-                p = end + 1;
-        }
-        return n;
-}
+static struct pod_rows built;
 
 static const struct tsr_pod_req *build_pod(const struct row *r)
 {
-        memset(&pod, 0, sizeof(pod));
-        for (size_t i = 0; i < ROW_CONTAINERS && r->c[i].name; i++) {
-                struct tsr_container_req *c = &pod.c[pod.n++];
-
-                c->name = r->c[i].name;
-                c->group = r->c[i].group;
-                c->index = r->c[i].index;
-                c->n_limits = parse_list(r->what, r->c[i].limits, text[i][0], c->limits);
-                c->n_requests = parse_list(r->what, r->c[i].requests, text[i][1], c->requests);
-        }
-        return &pod;
+        pod_rows_begin(&built, ROW_LIST_MAX);
+        for (size_t i = 0; i < ROW_CONTAINERS && r->c[i].name; i++)
+                pod_rows_add(&built, r->what, r->c[i].name, r->c[i].group, r->c[i].index,
+                             r->c[i].limits, r->c[i].requests);
+        return &built.pod;
 }
 
 /* The pool: an NVIDIA H100 80GB InstanceType offering every MIG profile but +me. */
@@ -209,9 +168,9 @@ static void check_edits(const struct row *r, const struct tsr_request_verdict *v
         while (want < ROW_EDITS && r->edits[want].key)
                 want++;
         for (size_t i = 0; i < v->n_edits; i++)
-                if (v->edits[i].container >= pod.n)
+                if (v->edits[i].container >= built.pod.n)
                         fail_msg("%s: edit %zu names container %u of %zu", r->what, i,
-                                 v->edits[i].container, pod.n);
+                                 v->edits[i].container, built.pod.n);
         for (size_t k = 0; k < want; k++) {
                 const struct want_edit *w = &r->edits[k];
                 bool found = false;

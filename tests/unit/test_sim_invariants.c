@@ -217,7 +217,7 @@ static void test_sim_invariants__randomized_runs(void **state)
         for (uint64_t seed = 1; seed <= 6; seed++)
                 run(seed, 250, &admitted);
         /* The runs must exercise admission, not only queueing: hundreds of requests got a node. */
-        print_message("%u of %u applied requests were bound\n", admitted, 6u * 250u);
+        print_message("# %u of %u applied requests were bound\n", admitted, 6u * 250u);
         assert_true(admitted > 300);
 }
 

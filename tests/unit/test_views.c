@@ -17,9 +17,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "base/diag.h"
-#include "base/err.h"
 #include "core/views.h"
+
+#include "support/catalog_fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,46 +29,7 @@
 #define H100_NAME   "NVIDIA H100 80GB HBM3"
 #define RTXPRO_NAME "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
-static const struct tsr_product *product(const char *name)
-{
-        const struct tsr_product *p = tsr_catalog_product_by_name(name);
-
-        if (!p)
-                fail_msg("product \"%s\" is not in the catalog", name);
-        return p;
-}
-
-static int pidx(const struct tsr_product *p, const char *name)
-{
-        const struct tsr_mig_profile *mp = tsr_product_profile(p, name);
-
-        if (!mp)
-                fail_msg("%s has no profile %s", p->name, name);
-        return (int)(mp - p->profiles);
-}
-
-struct node {
-        size_t n;
-        struct tsr_accel_cap caps[8];
-        struct tsr_accel_ledger ledger[8];
-};
-
-static void node_build(struct node *nd, const struct tsr_product *p, size_t n, uint32_t parted,
-                       const struct tsr_alloc_record *recs, size_t nrec)
-{
-        struct tsr_diag d;
-        int rc;
-
-        nd->n = n;
-        for (size_t i = 0; i < n; i++)
-                tsr_capability_detect(p, (unsigned)i, "GPU", (parted >> i) & 1u, &nd->caps[i]);
-        tsr_diag_clear(&d);
-        rc = tsr_ledger_build(nd->caps, n, recs, nrec, nd->ledger, &d);
-        if (rc != 0)
-                fail_msg("ledger_build = %s (%s)", tsr_err_name(rc), d.msg);
-}
-
-static void compute(const struct node *nodes, size_t n, struct tsr_pool_views *v)
+static void compute(const struct fx_node *nodes, size_t n, struct tsr_pool_views *v)
 {
         struct tsr_pool_node pn[4];
 
@@ -154,18 +115,18 @@ static struct tsr_alloc_record mig_3g_at_0(void)
         /* 3g.40gb: floor(40448 x 1600000 / 81920) = 790000 units. */
         struct tsr_alloc_record r = {0, TSR_MODE_PARTITIONED, 790000, 0, 0, 0, false};
 
-        r.profile = pidx(product(H100_NAME), "3g.40gb");
+        r.profile = fx_pidx(fx_product(H100_NAME), "3g.40gb");
         return r;
 }
 
 static void test_views__step1_all_logical(void **state)
 {
         static const struct four want = {{8, 8, 8}, {80, 8, 80}, {800, 100, 800}, {0, 0, 0}};
-        struct node nd;
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nd, product(H100_NAME), 8, 0, NULL, 0);
+        fx_node_build(&nd, fx_product(H100_NAME), 8, 0, NULL, 0);
         compute(&nd, 1, &v);
         expect_four(&v, &want);
         assert_int_equal(v.n_profiles, 0);
@@ -179,12 +140,12 @@ static void test_views__step1_all_logical(void **state)
 static void test_views__step2_2_all_physical(void **state)
 {
         static const struct four want = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {56, 1, 56}};
-        const struct tsr_product *h100 = product(H100_NAME);
-        struct node nd;
+        const struct tsr_product *h100 = fx_product(H100_NAME);
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nd, h100, 8, 0xff, NULL, 0);
+        fx_node_build(&nd, h100, 8, 0xff, NULL, 0);
         compute(&nd, 1, &v);
         expect_four(&v, &want);
         /* Nothing allocated: remaining per profile equals the static ceilings. */
@@ -208,13 +169,13 @@ static void test_views__step2_4_one_3g_instance(void **state)
             {"1g.10gb", 49 + 3}, {"1g.20gb", 28 + 2}, {"2g.20gb", 21 + 1},
             {"3g.40gb", 14 + 1}, {"4g.40gb", 7 + 0},  {"7g.80gb", 7 + 0},
         };
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         const struct tsr_alloc_record recs[] = {mig_3g_at_0()};
-        struct node nd;
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nd, h100, 8, 0xff, recs, N_ELEMS(recs));
+        fx_node_build(&nd, h100, 8, 0xff, recs, N_ELEMS(recs));
         compute(&nd, 1, &v);
         expect_four(&v, &want);
         expect_figures("remainingProfiles", v.remaining_profiles, v.n_profiles, h100, remaining,
@@ -230,12 +191,12 @@ static void test_views__step2_4_one_3g_instance(void **state)
 static void test_views__step3_mixed(void **state)
 {
         static const struct four want = {{5, 5, 5}, {50, 5, 50}, {500, 100, 500}, {21, 1, 21}};
-        const struct tsr_product *h100 = product(H100_NAME);
-        struct node nd;
+        const struct tsr_product *h100 = fx_product(H100_NAME);
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nd, h100, 8, 0x07, NULL, 0);
+        fx_node_build(&nd, h100, 8, 0x07, NULL, 0);
         compute(&nd, 1, &v);
         expect_four(&v, &want);
         expect_figures("remainingProfiles", v.remaining_profiles, v.n_profiles, h100,
@@ -257,16 +218,16 @@ static void test_views__step3_1_both_kinds(void **state)
             {"1g.10gb", 14 + 3}, {"1g.20gb", 8 + 2}, {"2g.20gb", 6 + 1},
             {"3g.40gb", 4 + 1},  {"4g.40gb", 2 + 0}, {"7g.80gb", 2 + 0},
         };
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         const struct tsr_alloc_record recs[] = {
             mig_3g_at_0(), {5, TSR_MODE_SLICED, 800000, 0, -1, 0, false}, /* 50 % of GPU 5 */
         };
-        struct node before, nd;
+        struct fx_node before, nd;
         struct tsr_pool_views v0, v;
 
         (void)state;
-        node_build(&before, h100, 8, 0x07, NULL, 0);
-        node_build(&nd, h100, 8, 0x07, recs, N_ELEMS(recs));
+        fx_node_build(&before, h100, 8, 0x07, NULL, 0);
+        fx_node_build(&nd, h100, 8, 0x07, recs, N_ELEMS(recs));
         compute(&before, 1, &v0);
         compute(&nd, 1, &v);
         expect_four(&v, &want);
@@ -297,17 +258,17 @@ static void test_views__full_pool_lists_profiles_at_zero(void **state)
             {"1g.10gb", 14}, {"1g.20gb", 8}, {"2g.20gb", 6},
             {"3g.40gb", 4},  {"4g.40gb", 2}, {"7g.80gb", 2},
         };
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         const struct tsr_alloc_record recs[] = {
-            {0, TSR_MODE_PARTITIONED, 1585000, 0, pidx(h100, "7g.80gb"), 0, false},
-            {1, TSR_MODE_PARTITIONED, 790000, 0, pidx(h100, "3g.40gb"), 0, false},
-            {1, TSR_MODE_PARTITIONED, 790000, 0, pidx(h100, "3g.40gb"), 4, false},
+            {0, TSR_MODE_PARTITIONED, 1585000, 0, fx_pidx(h100, "7g.80gb"), 0, false},
+            {1, TSR_MODE_PARTITIONED, 790000, 0, fx_pidx(h100, "3g.40gb"), 0, false},
+            {1, TSR_MODE_PARTITIONED, 790000, 0, fx_pidx(h100, "3g.40gb"), 4, false},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nd, h100, 2, 0x3, recs, N_ELEMS(recs));
+        fx_node_build(&nd, h100, 2, 0x3, recs, N_ELEMS(recs));
         compute(&nd, 1, &v);
         expect_four(&v, &want);
         expect_figures("remainingProfiles", v.remaining_profiles, v.n_profiles, h100,
@@ -321,14 +282,14 @@ static void test_views__full_pool_lists_profiles_at_zero(void **state)
 /* EX and SH take the largest single node's count, never the pool's sum. */
 static void test_views__multi_node_once_max_is_largest_node(void **state)
 {
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         struct tsr_alloc_record recs[6];
-        struct node nodes[2];
+        struct fx_node nodes[2];
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nodes[0], h100, 8, 0, NULL, 0);
-        node_build(&nodes[1], h100, 3, 0, NULL, 0);
+        fx_node_build(&nodes[0], h100, 8, 0, NULL, 0);
+        fx_node_build(&nodes[1], h100, 3, 0, NULL, 0);
         compute(nodes, 2, &v);
         {
                 static const struct four want = {
@@ -344,7 +305,7 @@ static void test_views__multi_node_once_max_is_largest_node(void **state)
 
                 recs[i] = r;
         }
-        node_build(&nodes[0], h100, 8, 0, recs, 6);
+        fx_node_build(&nodes[0], h100, 8, 0, recs, 6);
         compute(nodes, 2, &v);
         {
                 static const struct four want = {
@@ -354,7 +315,7 @@ static void test_views__multi_node_once_max_is_largest_node(void **state)
         }
         /* Order of nodes does not matter. */
         {
-                struct node swapped[2];
+                struct fx_node swapped[2];
 
                 swapped[0] = nodes[1];
                 swapped[1] = nodes[0];
@@ -368,14 +329,14 @@ static void test_views__multi_node_once_max_is_largest_node(void **state)
 static void test_views__multi_node_partitions(void **state)
 {
         static const struct four want = {{2, 2, 2}, {20, 2, 20}, {200, 100, 200}, {42, 1, 38}};
-        const struct tsr_product *h100 = product(H100_NAME);
+        const struct tsr_product *h100 = fx_product(H100_NAME);
         const struct tsr_alloc_record recs[] = {mig_3g_at_0()};
-        struct node nodes[2];
+        struct fx_node nodes[2];
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nodes[0], h100, 4, 0x0f, recs, N_ELEMS(recs)); /* 3 + 3 x 7 = 24 */
-        node_build(&nodes[1], h100, 4, 0x03, NULL, 0);             /* 2 x 7 = 14 */
+        fx_node_build(&nodes[0], h100, 4, 0x0f, recs, N_ELEMS(recs)); /* 3 + 3 x 7 = 24 */
+        fx_node_build(&nodes[1], h100, 4, 0x03, NULL, 0);             /* 2 x 7 = 14 */
         compute(nodes, 2, &v);
         expect_four(&v, &want);
         assert_int_equal(v.physical_count, 42);
@@ -386,7 +347,7 @@ static void test_views__shares(void **state)
 {
         struct tsr_alloc_record recs[14];
         size_t n = 0;
-        struct node nd;
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
@@ -401,7 +362,7 @@ static void test_views__shares(void **state)
 
                 recs[n++] = r;
         }
-        node_build(&nd, product(H100_NAME), 3, 0, recs, n);
+        fx_node_build(&nd, fx_product(H100_NAME), 3, 0, recs, n);
         compute(&nd, 1, &v);
         {
                 /* SH: GPUs 1 and 2 still have a free share; 7 + 10 shares. */
@@ -419,11 +380,11 @@ static void test_views__slices(void **state)
             {1, TSR_MODE_SLICED, 960000, 0, -1, 0, false}, /* 60 % -> 40 % left */
             {2, TSR_MODE_SLICED, 800001, 0, -1, 0, false}, /* 799999 left: 49 % */
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nd, product(H100_NAME), 3, 0, recs, N_ELEMS(recs));
+        fx_node_build(&nd, fx_product(H100_NAME), 3, 0, recs, N_ELEMS(recs));
         compute(&nd, 1, &v);
         {
                 /* The freest single accelerator's percent, not the sum. */
@@ -436,10 +397,8 @@ static void test_views__slices(void **state)
 /* A card holding all its slice slots takes no further slice however much memory is left. */
 static void test_views__full_slot_table(void **state)
 {
-        static const struct tsr_product k100 = {"Hygon K100", TSR_MFR_HYGON, 65520, 12,
-                                                128,          NULL,          0};
         struct tsr_alloc_record recs[5];
-        struct node nd;
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
@@ -453,7 +412,7 @@ static void test_views__full_slot_table(void **state)
 
                 recs[4] = r; /* one 80 % slice on card 1: 20 % and 3 slots left */
         }
-        node_build(&nd, &k100, 2, 0, recs, N_ELEMS(recs));
+        fx_node_build(&nd, &fx_hygon_k100, 2, 0, recs, N_ELEMS(recs));
         compute(&nd, 1, &v);
         {
                 static const struct four want = {{2, 0, 0}, {20, 0, 0}, {200, 20, 20}, {0, 0, 0}};
@@ -477,20 +436,20 @@ static void test_views__rtx_pro_6000(void **state)
         static const struct fig allocated[] = {
             {"1g.24gb", 0}, {"1g.24gb-me", 0}, {"2g.48gb", 1}, {"2g.48gb-me", 0}, {"4g.96gb", 0},
         };
-        const struct tsr_product *rtx = product(RTXPRO_NAME);
+        const struct tsr_product *rtx = fx_product(RTXPRO_NAME);
         const struct tsr_alloc_record recs[] = {
-            {0, TSR_MODE_PARTITIONED, 789583, 0, pidx(rtx, "2g.48gb"), 0, false},
+            {0, TSR_MODE_PARTITIONED, 789583, 0, fx_pidx(rtx, "2g.48gb"), 0, false},
         };
-        struct node nd;
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nd, rtx, 1, 0x1, NULL, 0);
+        fx_node_build(&nd, rtx, 1, 0x1, NULL, 0);
         compute(&nd, 1, &v);
         expect_view("PT", &v.pt, 4, 1, 4);
         expect_figures("remainingProfiles", v.remaining_profiles, v.n_profiles, rtx, idle,
                        N_ELEMS(idle));
-        node_build(&nd, rtx, 1, 0x1, recs, N_ELEMS(recs));
+        fx_node_build(&nd, rtx, 1, 0x1, recs, N_ELEMS(recs));
         compute(&nd, 1, &v);
         expect_view("PT", &v.pt, 4, 1, 2);
         expect_figures("remainingProfiles", v.remaining_profiles, v.n_profiles, rtx, after,
@@ -505,12 +464,12 @@ static void test_views__rtx_pro_6000(void **state)
 static void test_views__a30(void **state)
 {
         static const struct fig idle[] = {{"1g.6gb", 8}, {"2g.12gb", 4}, {"4g.24gb", 2}};
-        const struct tsr_product *a30 = product("NVIDIA A30");
-        struct node nd;
+        const struct tsr_product *a30 = fx_product("NVIDIA A30");
+        struct fx_node nd;
         struct tsr_pool_views v;
 
         (void)state;
-        node_build(&nd, a30, 2, 0x3, NULL, 0);
+        fx_node_build(&nd, a30, 2, 0x3, NULL, 0);
         compute(&nd, 1, &v);
         expect_view("PT", &v.pt, 8, 1, 8);
         expect_figures("remainingProfiles", v.remaining_profiles, v.n_profiles, a30, idle,
