@@ -162,6 +162,71 @@ static bool member_of(const struct sim_pod *p, const struct sim_workload *w)
         return !strcmp(p->workload, w->name) && !strcmp(p->ns, w->ns);
 }
 
+static void ungate(struct sim_pod *p, const struct sim_workload *w, const char *node);
+
+/* Unfinished members of w's PodSet ps that are bound to node i or ungated towards it. */
+static unsigned sent_to(const struct tsr_cluster *c, const struct sim_workload *w,
+                        const struct sim_podset *ps, size_t i)
+{
+        unsigned n = 0;
+
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const struct sim_pod *p = &c->pods[k];
+                const char *target = json_string_value(json_object_get(
+                    json_object_get(json_object_get(p->obj, "spec"), "nodeSelector"),
+                    SIM_HOSTNAME_LABEL));
+
+                if (!member_of(p, w) || strcmp(p->podset, ps->name) || tsr_cluster_pod_finished(p))
+                        continue;
+                n += p->node == (int)i ||
+                     (p->node < 0 && !p->gated && target && !strcmp(target, c->nodes[i].name));
+        }
+        return n;
+}
+
+/*
+ * A Pod that joins a group created before it -- the replacement of a member that finished or was
+ * deleted -- takes the missing member's place in its role (the PodSet count stays the group's
+ * declared size), and when the Workload is admitted it goes where the missing one was assigned.
+ * A Pod with no such place stays gated, with a message. Returns true when it joined.
+ */
+static bool join_group(struct tsr_cluster *c, struct sim_workload *w, size_t k)
+{
+        struct sim_pod *p = &c->pods[k];
+        struct sim_podset *ps = NULL;
+        char role[16];
+        unsigned live = 0;
+
+        role_of(p, role, sizeof(role));
+        for (size_t s = 0; s < w->n_podsets; s++)
+                if (!strcmp(w->podsets[s].name, role))
+                        ps = &w->podsets[s];
+        for (size_t q = 0; ps && q < c->n_pods; q++)
+                live += member_of(&c->pods[q], w) && !strcmp(c->pods[q].podset, role) &&
+                        !tsr_cluster_pod_finished(&c->pods[q]);
+        if (!ps) {
+                snprintf(p->message, sizeof(p->message),
+                         "pod group %s has no role this Pod's spec matches", w->name);
+                return false;
+        }
+        if (live >= ps->count) {
+                snprintf(p->message, sizeof(p->message),
+                         "pod group %s already has the %u Pods of this role it declared", w->name,
+                         ps->count);
+                return false;
+        }
+        snprintf(p->workload, sizeof(p->workload), "%s", w->name);
+        snprintf(p->podset, sizeof(p->podset), "%s", role);
+        p->message[0] = '\0';
+        for (size_t a = 0; w->admitted && !w->finished && a < ps->n_assign; a++) {
+                if (sent_to(c, w, ps, ps->assign[a].node) < ps->assign[a].count) {
+                        ungate(p, w, c->nodes[ps->assign[a].node].name);
+                        break;
+                }
+        }
+        return true;
+}
+
 bool sim_kueue_sync(struct tsr_cluster *c)
 {
         bool moved = false;
@@ -179,16 +244,10 @@ bool sim_kueue_sync(struct tsr_cluster *c)
                         continue;
                 }
                 w = tsr_cluster_workload(c, p->ns, group);
-                if (w >= 0) {
-                        char role[16];
-
-                        role_of(p, role, sizeof(role));
-                        /* a Pod that joins a group already created (a replacement) */
-                        add_to_podset(&c->workloads[w], p, role);
-                        moved = true;
-                } else if (group_total(p)) {
+                if (w >= 0)
+                        moved |= join_group(c, &c->workloads[w], k);
+                else if (group_total(p))
                         moved |= create_group(c, p->ns, group, group_total(p));
-                }
         }
         for (size_t i = c->n_workloads; i-- > 0;) {
                 struct sim_workload *w = &c->workloads[i];

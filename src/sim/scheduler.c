@@ -5,8 +5,8 @@
  * A Pod Kueue admitted under TAS carries its node in a hostname nodeSelector, so the scheduler
  * only checks that node: a node without room leaves it Pending rather than moving it. Among
  * several feasible nodes it scores like NodeResourcesFit's default LeastAllocated over cpu and
- * memory, ties by name. An unschedulable Pod keeps a PodScheduled message in kube-scheduler's
- * words ("0/N nodes are available: ...").
+ * memory, ties by the order the scenario declares the nodes. An unschedulable Pod keeps a
+ * PodScheduled message in kube-scheduler's words ("0/N nodes are available: ...").
  */
 #include "sim/actors.h"
 

@@ -2,8 +2,9 @@
  * webhooks.c - the admission webhooks a Pod or Workload CREATE passes through in the simulated
  * API server, in the order the API server calls them: the MutatingWebhookConfiguration
  * `gpustack-worker-mutation` sorts before Kueue's, so gate 1 folds a Pod's units before Kueue
- * sees it. A mutating webhook answers a JSON Patch; the API server applies it. The validating
- * half of gate 1 runs on the mutated object, as the API server's validating phase does.
+ * sees it. A mutating webhook answers a JSON Patch; the API server applies it. Gate 1 judges the
+ * Pod once: its rules do not read what its own mutation writes (the folded units, the cores
+ * default, the card-count pin), so the verdict on the mutated Pod would be the same.
  */
 #include "sim/actors.h"
 
@@ -13,6 +14,7 @@
 #include "codec/affinity.h"
 #include "codec/json_patch.h"
 #include "core/instancetype.h"
+#include "core/keys.h"
 #include "core/pin.h"
 #include "core/request.h"
 #include "sim/pod_spec.h"
@@ -140,6 +142,40 @@ static int kueue_gate(json_t **pod, struct tsr_diag *diag)
         return rc;
 }
 
+/* A Pod on a CPU-only pool's queue may not ask for accelerators: no divisor can size them. */
+static int refuse_accelerators(const struct sim_pool *pool, const char *queue, json_t *pod,
+                               struct tsr_buf *out, bool *denied, struct tsr_diag *diag)
+{
+        struct pod_spec *ps;
+        char msg[1024];
+        int rc = pod_spec_new(pod, &ps, diag);
+
+        if (rc)
+                return rc;
+        for (size_t i = 0; i < ps->req.n && !*denied; i++) {
+                const struct tsr_container_req *ct = &ps->req.c[i];
+                const struct tsr_res_item *lists[2] = {ct->requests, ct->limits};
+                size_t counts[2] = {ct->n_requests, ct->n_limits};
+
+                for (int l = 0; l < 2 && !*denied; l++) {
+                        for (size_t x = 0; x < counts[l] && !*denied; x++) {
+                                struct tsr_key_class kc;
+
+                                tsr_key_classify(lists[l][x].key, &kc);
+                                if (kc.kind == TSR_KEY_NONE)
+                                        continue;
+                                snprintf(msg, sizeof(msg),
+                                         "spec: Forbidden: the InstanceType %s behind queue %s "
+                                         "offers no accelerators; remove %s",
+                                         pool->name, queue, lists[l][x].key);
+                                *denied = true;
+                        }
+                }
+        }
+        free(ps);
+        return *denied ? deny(out, POD_WEBHOOK_VALIDATE, msg) : 0;
+}
+
 int sim_webhook_pod(struct tsr_cluster *c, json_t **pod, struct tsr_buf *out, bool *denied,
                     struct tsr_diag *diag)
 {
@@ -167,6 +203,10 @@ int sim_webhook_pod(struct tsr_cluster *c, json_t **pod, struct tsr_buf *out, bo
         }
         if (pool->product) {
                 rc = gate1(c, pool, pod, out, denied, diag);
+                if (rc || *denied)
+                        return rc;
+        } else {
+                rc = refuse_accelerators(pool, queue, *pod, out, denied, diag);
                 if (rc || *denied)
                         return rc;
         }

@@ -1,8 +1,8 @@
 /*
  * test_request.c - core/request, gate 1: the seven request rules of spec/upstream-behavior.md §2
  * with their exact upstream messages and field paths, and the folds of §3, on an NVIDIA H100 80GB
- * pool (81920 MiB; profiles 1g.10gb 9984, 1g.20gb 20096, 2g.20gb 20096, 3g.40gb 40448,
- * 4g.40gb 40448, 7g.80gb 81152 MiB).
+ * pool (81920 MiB; profiles at the memory their names state, as the capability publishes them:
+ * 1g.10gb 10240, 1g.20gb 20480, 2g.20gb 20480, 3g.40gb 40960, 4g.40gb 40960, 7g.80gb 81920 MiB).
  *
  * Every row is a Pod written as compact container rows ("key=value key=value" for limits and
  * requests, parsed with tsr_quantity_parse) and the verdict it must get: the exact joined message
@@ -145,8 +145,8 @@ static const struct tsr_pod_req *build_pod(const struct row *r)
 
 /* The pool: an NVIDIA H100 80GB InstanceType offering every MIG profile but +me. */
 static const struct tsr_profile_figure h100_profiles[] = {
-    {"1g.10gb", 7, 9984},  {"1g.20gb", 4, 20096}, {"2g.20gb", 3, 20096},
-    {"3g.40gb", 2, 40448}, {"4g.40gb", 1, 40448}, {"7g.80gb", 1, 81152},
+    {"1g.10gb", 7, 10240}, {"1g.20gb", 4, 20480}, {"2g.20gb", 3, 20480},
+    {"3g.40gb", 2, 40960}, {"4g.40gb", 1, 40960}, {"7g.80gb", 1, 81920},
 };
 
 static struct tsr_fold_pool h100_pool(void)
@@ -409,10 +409,10 @@ static void test_request__rule3_partitioned_is_one_and_names_a_profile(void **st
                 .what = "rule 3 accepted: one accelerator, one 3g.40gb instance",
                 .c = {{"main", APP, 0, PT "=1 " MIG("3g.40gb") "=1", NULL}},
                 .family = TSR_FAMILY_PARTITIONED,
-                .units = 790000,
+                .units = 800000,
                 .slicer = "main",
                 .profile = "3g.40gb",
-                .edits = {{0, PTU, 790000}},
+                .edits = {{0, PTU, 800000}},
             },
             {
                 .what = "rule 3 rejected: .partitioned 2",
@@ -428,7 +428,7 @@ static void test_request__rule3_partitioned_is_one_and_names_a_profile(void **st
             },
             {
                 .what = "rule 3 rejected: a units key is no profile",
-                .c = {{"main", APP, 0, PT "=1 " PTU "=790000", NULL}},
+                .c = {{"main", APP, 0, PT "=1 " PTU "=800000", NULL}},
                 .msg = E_PART_PROFILE(AT_C(0, PT)),
                 .family = TSR_FAMILY_PARTITIONED,
             },
@@ -451,10 +451,10 @@ static void test_request__rule4_one_profile_shape(void **state)
                 .what = "rule 4 accepted: one per-profile key",
                 .c = {{"main", APP, 0, PT "=1 " MIG("1g.10gb") "=1", NULL}},
                 .family = TSR_FAMILY_PARTITIONED,
-                .units = 195000,
+                .units = 200000,
                 .slicer = "main",
                 .profile = "1g.10gb",
-                .edits = {{0, PTU, 195000}},
+                .edits = {{0, PTU, 200000}},
             },
             {
                 .what = "rule 4 rejected: two profiles in one container, listed sorted",
@@ -490,10 +490,10 @@ static void test_request__rule5_profile_key_is_one(void **state)
                 .what = "rule 5 accepted: 7g.80gb 1",
                 .c = {{"main", APP, 0, PT "=1 " MIG("7g.80gb") "=1", NULL}},
                 .family = TSR_FAMILY_PARTITIONED,
-                .units = 1585000,
+                .units = 1600000,
                 .slicer = "main",
                 .profile = "7g.80gb",
-                .edits = {{0, PTU, 1585000}},
+                .edits = {{0, PTU, 1600000}},
             },
             {
                 .what = "rule 5 rejected: 3g.40gb 2",
@@ -529,10 +529,10 @@ static void test_request__rule6_one_slicing_container(void **state)
                 .c = {{"sshd", APP, 0, VIS "=1", NULL},
                       {"main", APP, 1, PT "=1 " MIG("3g.40gb") "=1", NULL}},
                 .family = TSR_FAMILY_PARTITIONED,
-                .units = 790000,
+                .units = 800000,
                 .slicer = "main",
                 .profile = "3g.40gb",
-                .edits = {{1, PTU, 790000}},
+                .edits = {{1, PTU, 800000}},
             },
             {
                 .what = "rule 6 rejected: two containers each hold a slice",
@@ -626,10 +626,10 @@ static void test_request__exactly_one_is_exact(void **state)
                 .what = ".partitioned and the profile key 1000m are 1",
                 .c = {{"main", APP, 0, PT "=1000m " MIG("3g.40gb") "=1000m", NULL}},
                 .family = TSR_FAMILY_PARTITIONED,
-                .units = 790000,
+                .units = 800000,
                 .slicer = "main",
                 .profile = "3g.40gb",
-                .edits = {{0, PTU, 790000}},
+                .edits = {{0, PTU, 800000}},
             },
             {
                 .what = ".partitioned 1m is not 1",
@@ -694,10 +694,10 @@ static void test_request__requests_read_before_limits(void **state)
                 .what = "requests partition keys 1 win over limits 2",
                 .c = {{"main", APP, 0, PT "=2 " MIG("3g.40gb") "=2", PT "=1 " MIG("3g.40gb") "=1"}},
                 .family = TSR_FAMILY_PARTITIONED,
-                .units = 790000,
+                .units = 800000,
                 .slicer = "main",
                 .profile = "3g.40gb",
-                .edits = {{0, PTU, 790000}},
+                .edits = {{0, PTU, 800000}},
             },
             {
                 .what = "a slice written in requests only",
@@ -766,7 +766,10 @@ static void test_request__cores_percentage_defaulted_and_validated(void **state)
         check_rows(rows, N_ELEMS(rows));
 }
 
-/* Folds: pct x 16,000; floor(mib x 1,600,000 / 81920); floor(profile MiB x 1,600,000 / 81920). */
+/*
+ * Folds: pct x 16,000; floor(mib x 1,600,000 / 81920); floor(profile MiB x 1,600,000 / 81920),
+ * so a 3g.40gb (40960 MiB) costs what a 40Gi (40960 MiB) logical slice costs: 800,000.
+ */
 #define SLICE_PCT(pct, u)                                                                          \
         {                                                                                          \
                 .what = "fold: memory percentage " pct,                                            \
@@ -794,9 +797,9 @@ static void test_request__folds(void **state)
             SLICE_PCT("1", 16000),        SLICE_PCT("12.5", 200000),
             SLICE_MIB("40960", 800000),   SLICE_MIB("81920", 1600000),
             SLICE_MIB("1000", 19531),     SLICE_MIB("1", 19),
-            PARTITION("1g.10gb", 195000), PARTITION("1g.20gb", 392500),
-            PARTITION("2g.20gb", 392500), PARTITION("3g.40gb", 790000),
-            PARTITION("4g.40gb", 790000), PARTITION("7g.80gb", 1585000),
+            PARTITION("1g.10gb", 200000), PARTITION("1g.20gb", 400000),
+            PARTITION("2g.20gb", 400000), PARTITION("3g.40gb", 800000),
+            PARTITION("4g.40gb", 800000), PARTITION("7g.80gb", 1600000),
         };
 
         (void)state;
@@ -834,10 +837,10 @@ static void test_request__units_always_recomputed(void **state)
                 .what = "a client .partitioned.units 1 is overwritten",
                 .c = {{"main", APP, 0, PT "=1 " MIG("3g.40gb") "=1 " PTU "=1", NULL}},
                 .family = TSR_FAMILY_PARTITIONED,
-                .units = 790000,
+                .units = 800000,
                 .slicer = "main",
                 .profile = "3g.40gb",
-                .edits = {{0, PTU, 790000}},
+                .edits = {{0, PTU, 800000}},
             },
         };
 
@@ -847,7 +850,7 @@ static void test_request__units_always_recomputed(void **state)
 
 static void test_request__unoffered_profile_refused(void **state)
 {
-        static const struct tsr_profile_figure only_3g[] = {{"3g.40gb", 2, 40448}};
+        static const struct tsr_profile_figure only_3g[] = {{"3g.40gb", 2, 40960}};
         static const struct row h100_rows[] = {
             {
                 .what = "1g.24gb is not an H100 80GB profile",
@@ -863,7 +866,7 @@ static void test_request__unoffered_profile_refused(void **state)
                 .msg = E_UNOFFERED(AT_C(0, MIG("1g.10gb")), "1g.10gb"),
                 .family = TSR_FAMILY_PARTITIONED,
             },
-            PARTITION("3g.40gb", 790000),
+            PARTITION("3g.40gb", 800000),
         };
         struct tsr_fold_pool pool = h100_pool();
 
