@@ -143,9 +143,8 @@ static void record_pick(struct tsr_alloc_pick *picks, size_t max, size_t *n_pick
         (*n_picks)++;
 }
 
-/* Charges pick p of demand d; every pick was checked to fit, so this cannot fail. */
-static void charge(const struct tsr_accel_cap *caps, struct tsr_accel_ledger *ledger,
-                   const struct tsr_demand *d, const struct tsr_alloc_pick *p)
+enum tsr_mode tsr_alloc_charge(const struct tsr_accel_cap *caps, struct tsr_accel_ledger *ledger,
+                               const struct tsr_demand *d, const struct tsr_alloc_pick *p)
 {
         struct tsr_alloc_record r = {.accel = p->accel, .profile = -1, .shares = 1};
 
@@ -169,9 +168,10 @@ static void charge(const struct tsr_accel_cap *caps, struct tsr_accel_ledger *le
                 r.start = p->start;
                 break;
         default:
-                return;
+                return TSR_MODE_NONE;
         }
         tsr_ledger_charge(&caps[p->accel], &ledger[p->accel], &r, NULL);
+        return r.mode;
 }
 
 int tsr_alloc_place(const struct tsr_accel_cap *caps, struct tsr_accel_ledger *ledger, size_t n,
@@ -199,7 +199,7 @@ int tsr_alloc_place(const struct tsr_accel_cap *caps, struct tsr_accel_ledger *l
                 if (rc)
                         return rc;
                 for (unsigned k = 0; k < d->cards; k++) {
-                        charge(caps, ledger, d, &many[k]);
+                        tsr_alloc_charge(caps, ledger, d, &many[k]);
                         record_pick(picks, max, n_picks, &many[k]);
                 }
                 return 0;
@@ -212,7 +212,7 @@ int tsr_alloc_place(const struct tsr_accel_cap *caps, struct tsr_accel_ledger *l
         }
         if (rc)
                 return rc;
-        charge(caps, ledger, d, &one);
+        tsr_alloc_charge(caps, ledger, d, &one);
         record_pick(picks, max, n_picks, &one);
         return 0;
 }

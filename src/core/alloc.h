@@ -68,6 +68,15 @@ int tsr_alloc_pick_shared(const struct tsr_accel_cap *caps, const struct tsr_acc
                           size_t n, unsigned count, struct tsr_alloc_pick *out);
 
 /*
+ * Charges one pick of demand d to ledger as Allocate records it (exclusive: the whole
+ * accelerator; a share; a slice of d->units and a slot; a partition of d->units at p's
+ * placement) and returns the mode charged (TSR_MODE_NONE for a family with no charge). The pick
+ * must fit (a pick of this module, or an allocation Allocate did not refuse).
+ */
+enum tsr_mode tsr_alloc_charge(const struct tsr_accel_cap *caps, struct tsr_accel_ledger *ledger,
+                               const struct tsr_demand *d, const struct tsr_alloc_pick *p);
+
+/*
  * Places demand d (one Pod's, or one container's) on the n accelerators in the packing order
  * above and charges ledger in place, as Allocate will record it. picks (may be NULL) receives
  * the chosen accelerators, at most max of them, and *n_picks their number. Returns 0, or

@@ -150,37 +150,24 @@ static void allocate_bound(struct sim_node *n, struct tsr_accel_ledger *ledger,
                 return;
         }
         for (unsigned k = 0; k < d->cards && ca->n < TSR_ALLOC_ACCELS_MAX; k++) {
-                struct tsr_accel_ledger *l = &ledger[accels[k]];
+                const struct tsr_accel_ledger *l = &ledger[accels[k]];
                 struct tsr_accel_allocation *aa = &ca->accels[ca->n++];
-                struct tsr_alloc_record r = {.accel = accels[k], .profile = -1, .shares = 1};
-                unsigned token = 0;
+                struct tsr_alloc_pick pick = {accels[k], -1, 0};
+                /* the token the kubelet handed out: the next share or slice slot */
+                unsigned token = d->family == TSR_FAMILY_SHARED
+                                     ? (unsigned)(l->allocated / TSR_UNITS_PER_SHARE) *
+                                           (unsigned)TSR_UNITS_PER_SHARE
+                                 : d->family == TSR_FAMILY_SLICED ? l->allocated_slices
+                                                                  : 0;
 
                 snprintf(aa->id, sizeof(aa->id), "%s", n->caps[accels[k]].uuid);
                 aa->index = accels[k];
-                switch (d->family) {
-                case TSR_FAMILY_EXCLUSIVE:
-                        r.mode = TSR_MODE_EXCLUSIVE;
-                        r.units = TSR_UNITS_PER_ACCEL;
-                        break;
-                case TSR_FAMILY_SHARED:
-                        r.mode = TSR_MODE_SHARED;
-                        r.units = TSR_UNITS_PER_SHARE;
-                        token = (unsigned)(l->allocated / TSR_UNITS_PER_SHARE) *
-                                (unsigned)TSR_UNITS_PER_SHARE;
-                        break;
-                default:
-                        r.mode = TSR_MODE_SLICED;
-                        r.units = d->units;
-                        token = l->allocated_slices;
-                        aa->slices = 1;
-                        break;
-                }
-                aa->mode = r.mode;
-                aa->allocated = r.units;
+                aa->allocated = tsr_demand_units_per_card(d);
+                aa->slices = d->family == TSR_FAMILY_SLICED;
                 if (ca->n_device_ids < TSR_ALLOC_ACCELS_MAX)
                         device_id(ca->device_ids[ca->n_device_ids++], sizeof(ca->device_ids[0]),
                                   group, n->caps[accels[k]].uuid, token);
-                tsr_ledger_charge(&n->caps[accels[k]], l, &r, NULL);
+                aa->mode = tsr_alloc_charge(n->caps, ledger, d, &pick);
         }
 }
 
