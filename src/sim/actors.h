@@ -71,7 +71,7 @@ void sim_kubelet_reclaim_pass(struct tsr_cluster *c, size_t i);
 
 /* ---- cluster.c: shared helpers ---- */
 
-#include "sim/pod_spec.h"
+#include "sim/resources.h"
 
 /* What the scheduler and Kueue's TAS read of one node. */
 struct sim_node_state {

@@ -16,7 +16,7 @@
 #include "core/pin.h"
 #include "core/pod_resources.h"
 #include "sim/actors.h"
-#include "sim/pod_spec.h"
+#include "sim/resources.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,11 +541,11 @@ void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *
         s->used.n = 0;
         for (size_t k = 0; k < c->n_pods; k++) {
                 const struct sim_pod *p = &c->pods[k];
-                struct pod_spec *spec;
+                struct tsr_pod_spec *spec;
                 struct pod_resources r;
 
                 if (p->node != (int)i || tsr_cluster_pod_finished(p) ||
-                    pod_spec_new(p->obj, &spec, NULL))
+                    tsr_pod_spec_new(p->obj, &spec, NULL))
                         continue;
                 pod_spec_resources(&spec->req, &r);
                 sim_resources_charge(&s->used, &r, 1);
@@ -612,11 +612,11 @@ int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *na
 
         for (size_t k = 0; k < c->n_pods; k++) {
                 const struct sim_pod *p = &c->pods[k];
-                struct pod_spec *ps;
+                struct tsr_pod_spec *ps;
 
                 if (p->node != (int)i || tsr_cluster_pod_finished(p))
                         continue;
-                if (pod_spec_new(p->obj, &ps, NULL) == 0) {
+                if (tsr_pod_spec_new(p->obj, &ps, NULL) == 0) {
                         int64_t v = tsr_pod_request(&ps->req, name, !strcmp(name, "cpu"));
 
                         used = v > INT64_MAX - used ? INT64_MAX : used + v;

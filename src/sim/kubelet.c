@@ -19,7 +19,7 @@
 #include "core/demand.h"
 #include "core/instancetype.h"
 #include "sim/commands.h"
-#include "sim/pod_spec.h"
+#include "sim/resources.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -313,7 +313,7 @@ void sim_kubelet_admit(struct tsr_cluster *c, size_t k)
         struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
         struct tsr_container_allocation *allocs = NULL;
         const struct tsr_manufacturer *m;
-        struct pod_spec *spec = NULL;
+        struct tsr_pod_spec *spec = NULL;
         struct failure f = {0};
         uint32_t hw[SIM_GPUS_MAX];
         char group[TSR_NAME_MAX], *json = NULL;
@@ -325,7 +325,7 @@ void sim_kubelet_admit(struct tsr_cluster *c, size_t k)
         }
         m = tsr_catalog_manufacturer(n->product->manufacturer);
         allocs = calloc(TSR_ALLOC_CONTAINERS_MAX, sizeof(*allocs));
-        if (!allocs || pod_spec_new(p->obj, &spec, NULL) ||
+        if (!allocs || tsr_pod_spec_new(p->obj, &spec, NULL) ||
             tsr_cluster_ledger(c, (size_t)p->node, ledger, NULL)) {
                 fail(&f,
                      "Pod was rejected: the kubelet could not read the Pod or its node's ledger");

@@ -23,7 +23,7 @@
 #include "codec/affinity.h"
 #include "core/credits.h"
 #include "core/pod_resources.h"
-#include "sim/pod_spec.h"
+#include "sim/resources.h"
 
 #include <nettle/sha1.h>
 #include <stdio.h>
@@ -279,11 +279,11 @@ bool sim_kueue_sync(struct tsr_cluster *c)
 static struct pod_resources *podset_request(const struct sim_podset *ps)
 {
         struct pod_resources *r = malloc(sizeof(*r));
-        struct pod_spec *spec;
+        struct tsr_pod_spec *spec;
 
         if (!r)
                 return NULL;
-        if (pod_spec_new(ps->tmpl, &spec, NULL)) {
+        if (tsr_pod_spec_new(ps->tmpl, &spec, NULL)) {
                 free(r);
                 return NULL;
         }
@@ -344,10 +344,10 @@ static struct sim_node_state *tas_states(const struct tsr_cluster *c)
 /* What one Pod of ps costs in the pool's quota resource: credits, or CPU milli-cores. */
 static int64_t quota_per_pod(const struct sim_pool *pool, const struct sim_podset *ps)
 {
-        struct pod_spec *spec;
+        struct tsr_pod_spec *spec;
         int64_t v;
 
-        if (pod_spec_new(ps->tmpl, &spec, NULL))
+        if (tsr_pod_spec_new(ps->tmpl, &spec, NULL))
                 return 0;
         v = pool->product ? tsr_credits_of_pod(
                                 &spec->req, tsr_catalog_manufacturer(pool->product->manufacturer))

@@ -12,7 +12,7 @@
 
 #include "core/demand.h"
 #include "core/instancetype.h"
-#include "sim/pod_spec.h"
+#include "sim/resources.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +78,7 @@ static int snapshot_index(const struct snapshot *s, size_t node)
 static bool held(const struct sim_pod *p, const struct tsr_manufacturer *m)
 {
         struct tsr_container_allocation alloc[TSR_ALLOC_CONTAINERS_MAX];
-        struct pod_spec *spec;
+        struct tsr_pod_spec *spec;
         size_t na;
         bool all = true;
 
@@ -86,7 +86,7 @@ static bool held(const struct sim_pod *p, const struct tsr_manufacturer *m)
                 return true;
         if (p->node < 0 ||
             tsr_cluster_pod_allocation(p, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, NULL) ||
-            pod_spec_new(p->obj, &spec, NULL))
+            tsr_pod_spec_new(p->obj, &spec, NULL))
                 return false;
         for (size_t i = 0; i < spec->req.n && all; i++) {
                 struct tsr_demand d;
@@ -128,13 +128,13 @@ static bool judged_of(const struct tsr_cluster *c, const struct sim_workload *w,
         for (size_t p = 0; p < w->n_podsets; p++) {
                 const struct sim_podset *ps = &w->podsets[p];
                 struct tsr_admit_podset *ap = &j->podsets[p];
-                struct pod_spec *spec;
+                struct tsr_pod_spec *spec;
 
                 memset(ap, 0, sizeof(*ap));
                 ap->name = ps->name;
                 ap->count = ps->count;
                 ap->flavor = ps->flavor < 0 ? TSR_ADMIT_NO_FLAVOR : (unsigned)ps->flavor;
-                if (pod_spec_new(ps->tmpl, &spec, NULL) == 0) {
+                if (tsr_pod_spec_new(ps->tmpl, &spec, NULL) == 0) {
                         tsr_demand_of_pod(&spec->req, m, &ap->demand);
                         free(spec);
                 }

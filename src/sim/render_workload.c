@@ -11,7 +11,7 @@
 #include "base/quantity.h"
 #include "core/credits.h"
 #include "core/pod_resources.h"
-#include "sim/pod_spec.h"
+#include "sim/resources.h"
 #include "sim/table.h"
 
 #include <stdio.h>
@@ -112,14 +112,14 @@ static json_t *admission(const struct tsr_cluster *c, const struct sim_workload 
         for (size_t s = 0; pool && s < w->n_podsets; s++) {
                 const struct sim_podset *ps = &w->podsets[s];
                 struct sim_flavor flavors[SIM_FLAVORS_MAX];
-                struct pod_spec *spec;
+                struct tsr_pod_spec *spec;
                 char resource[TSR_KEY_MAX] = "cpu";
                 json_t *usage = json_object();
                 size_t nf;
                 int64_t per_pod = 0;
 
                 tsr_cluster_flavors(c, pool, flavors, &nf, NULL);
-                if (pod_spec_new(ps->tmpl, &spec, NULL) == 0) {
+                if (tsr_pod_spec_new(ps->tmpl, &spec, NULL) == 0) {
                         if (pool->product) {
                                 const struct tsr_manufacturer *m =
                                     tsr_catalog_manufacturer(pool->product->manufacturer);

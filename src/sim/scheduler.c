@@ -11,7 +11,7 @@
 #include "sim/actors.h"
 
 #include "codec/affinity.h"
-#include "sim/pod_spec.h"
+#include "sim/resources.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,13 +64,13 @@ static double least_allocated(const struct sim_node_state *s, const struct pod_r
 static bool bind_one(struct tsr_cluster *c, struct sim_node_state *ns, size_t k)
 {
         struct sim_pod *p = &c->pods[k];
-        struct pod_spec *spec;
+        struct tsr_pod_spec *spec;
         struct pod_resources req;
         struct reasons rs = {0};
         int best = -1;
         double best_score = -1;
 
-        if (pod_spec_new(p->obj, &spec, NULL))
+        if (tsr_pod_spec_new(p->obj, &spec, NULL))
                 return false;
         pod_spec_resources(&spec->req, &req);
         free(spec);

@@ -17,7 +17,7 @@
 #include "core/keys.h"
 #include "core/pin.h"
 #include "core/request.h"
-#include "sim/pod_spec.h"
+#include "sim/resources.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +72,7 @@ static int gate1(struct tsr_cluster *c, const struct sim_pool *pool, json_t **po
         struct tsr_fold_pool fold;
         struct tsr_request_verdict *v = malloc(sizeof(*v));
         struct tsr_node_requirement pin;
-        struct pod_spec *ps = NULL;
+        struct tsr_pod_spec *ps = NULL;
         char akey[TSR_NAME_MAX], msg[TSR_FIELD_ERRORS_MAX * TSR_FIELD_ERROR_LEN];
         json_t *mutated = NULL;
         bool changed;
@@ -82,7 +82,7 @@ static int gate1(struct tsr_cluster *c, const struct sim_pool *pool, json_t **po
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         rc = fold_pool(c, pool, &views, &fold, diag);
         if (!rc)
-                rc = pod_spec_new(*pod, &ps, diag);
+                rc = tsr_pod_spec_new(*pod, &ps, diag);
         if (!rc)
                 rc = tsr_request_evaluate(&ps->req, &fold, v, diag);
         if (rc)
@@ -98,7 +98,7 @@ static int gate1(struct tsr_cluster *c, const struct sim_pool *pool, json_t **po
                 goto out;
         }
         for (size_t i = 0; i < v->n_edits && !rc; i++)
-                rc = pod_spec_write_edit(mutated, &ps->req, &v->edits[i]);
+                rc = tsr_pod_spec_write_edit(mutated, &ps->req, &v->edits[i]);
         if (!rc && tsr_instancetype_accel_key(pool->product, akey, sizeof(akey)) == 0 &&
             tsr_pin_card_count(&ps->req, fold.manufacturer, akey, &pin))
                 rc = tsr_affinity_require(json_object_get(mutated, "spec"), &pin, 1, &changed);
@@ -146,9 +146,9 @@ static int kueue_gate(json_t **pod, struct tsr_diag *diag)
 static int refuse_accelerators(const struct sim_pool *pool, const char *queue, json_t *pod,
                                struct tsr_buf *out, bool *denied, struct tsr_diag *diag)
 {
-        struct pod_spec *ps;
+        struct tsr_pod_spec *ps;
         char msg[1024];
-        int rc = pod_spec_new(pod, &ps, diag);
+        int rc = tsr_pod_spec_new(pod, &ps, diag);
 
         if (rc)
                 return rc;
@@ -238,12 +238,12 @@ void sim_webhook_workload(struct tsr_cluster *c, struct sim_workload *w)
                 return;
         for (size_t p = 0; p < w->n_podsets; p++) {
                 struct tsr_node_requirement pins[TSR_PIN_MAX];
-                struct pod_spec *ps;
+                struct tsr_pod_spec *ps;
                 json_t *mutated;
                 size_t n;
                 bool changed;
 
-                if (pod_spec_new(w->podsets[p].tmpl, &ps, NULL))
+                if (tsr_pod_spec_new(w->podsets[p].tmpl, &ps, NULL))
                         continue; /* failurePolicy Ignore: leave it unchanged */
                 n = tsr_pin_workload(
                     &ps->req, tsr_catalog_manufacturer(pool->product->manufacturer), akey, pins);

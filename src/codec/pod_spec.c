@@ -1,18 +1,17 @@
 /*
  * pod_spec.c - Pod JSON <-> core request model.
  */
-#include "sim/pod_spec.h"
+#include "codec/pod_spec.h"
 
 #include "base/diag.h"
 #include "base/err.h"
-#include "core/pod_resources.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int read_list(json_t *res, const char *which, struct tsr_res_item *items, size_t *n,
-                     struct pod_spec_text *text, const char *where, struct tsr_diag *diag)
+                     struct tsr_pod_spec_text *text, const char *where, struct tsr_diag *diag)
 {
         json_t *map = json_object_get(res, which), *v;
         const char *key;
@@ -58,7 +57,7 @@ static int read_list(json_t *res, const char *which, struct tsr_res_item *items,
 }
 
 static int read_containers(json_t *list, bool init, struct tsr_pod_req *out,
-                           struct pod_spec_text *text, struct tsr_diag *diag)
+                           struct tsr_pod_spec_text *text, struct tsr_diag *diag)
 {
         size_t i;
         json_t *c;
@@ -100,8 +99,8 @@ static int read_containers(json_t *list, bool init, struct tsr_pod_req *out,
         return 0;
 }
 
-int pod_spec_read(json_t *pod, struct tsr_pod_req *out, struct pod_spec_text *text,
-                  struct tsr_diag *diag)
+int tsr_pod_spec_read(json_t *pod, struct tsr_pod_req *out, struct tsr_pod_spec_text *text,
+                      struct tsr_diag *diag)
 {
         json_t *spec = json_object_get(pod, "spec");
         int rc;
@@ -114,14 +113,14 @@ int pod_spec_read(json_t *pod, struct tsr_pod_req *out, struct pod_spec_text *te
         return rc;
 }
 
-int pod_spec_new(json_t *pod, struct pod_spec **out, struct tsr_diag *diag)
+int tsr_pod_spec_new(json_t *pod, struct tsr_pod_spec **out, struct tsr_diag *diag)
 {
-        struct pod_spec *ps = malloc(sizeof(*ps));
+        struct tsr_pod_spec *ps = malloc(sizeof(*ps));
         int rc;
 
         if (!ps)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-        rc = pod_spec_read(pod, &ps->req, &ps->text, diag);
+        rc = tsr_pod_spec_read(pod, &ps->req, &ps->text, diag);
         if (rc) {
                 free(ps);
                 return rc;
@@ -130,7 +129,8 @@ int pod_spec_new(json_t *pod, struct pod_spec **out, struct tsr_diag *diag)
         return 0;
 }
 
-int pod_spec_write_edit(json_t *pod, const struct tsr_pod_req *req, const struct tsr_res_edit *e)
+int tsr_pod_spec_write_edit(json_t *pod, const struct tsr_pod_req *req,
+                            const struct tsr_res_edit *e)
 {
         const struct tsr_container_req *r = &req->c[e->container];
         const char *list = r->group == TSR_CG_APP ? "containers" : "initContainers";
@@ -159,50 +159,4 @@ int pod_spec_write_edit(json_t *pod, const struct tsr_pod_req *req, const struct
                         return TSR_ENOMEM;
         }
         return 0;
-}
-
-int64_t pod_resources_get(const struct pod_resources *l, const char *name)
-{
-        for (size_t i = 0; i < l->n; i++)
-                if (!strcmp(l->r[i].name, name))
-                        return l->r[i].value;
-        return -1;
-}
-
-void pod_resources_add(struct pod_resources *l, const char *name, int64_t value)
-{
-        for (size_t i = 0; i < l->n; i++) {
-                if (strcmp(l->r[i].name, name))
-                        continue;
-                l->r[i].value =
-                    value > INT64_MAX - l->r[i].value ? INT64_MAX : l->r[i].value + value;
-                return;
-        }
-        if (l->n >= POD_RESOURCES_MAX)
-                return;
-        snprintf(l->r[l->n].name, sizeof(l->r[l->n].name), "%s", name);
-        l->r[l->n].value = value;
-        l->n++;
-}
-
-void pod_spec_resources(const struct tsr_pod_req *req, struct pod_resources *out)
-{
-        out->n = 0;
-        for (size_t i = 0; i < req->n; i++) {
-                const struct tsr_container_req *c = &req->c[i];
-                const struct tsr_res_item *lists[2] = {c->requests, c->limits};
-                size_t counts[2] = {c->n_requests, c->n_limits};
-
-                for (int l = 0; l < 2; l++) {
-                        for (size_t k = 0; k < counts[l]; k++) {
-                                const char *name = lists[l][k].key;
-
-                                if (pod_resources_get(out, name) >= 0)
-                                        continue;
-                                pod_resources_add(out, name,
-                                                  tsr_pod_request(req, name, !strcmp(name, "cpu")));
-                        }
-                }
-        }
-        pod_resources_add(out, "pods", 1);
 }

@@ -1,0 +1,231 @@
+/*
+ * admission_review.c - AdmissionReview v1 decode and encode; base64 by nettle.
+ */
+#include "codec/admission_review.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "codec/json_patch.h"
+
+#include <nettle/base64.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REVIEW_API  "admission.k8s.io/v1"
+#define REVIEW_KIND "AdmissionReview"
+
+void tsr_verdict_allow(struct tsr_verdict *v)
+{
+        v->allowed = true;
+        v->code = 0;
+        v->reason[0] = '\0';
+        v->message[0] = '\0';
+}
+
+void tsr_verdict_deny(struct tsr_verdict *v, int code, const char *reason, const char *fmt, ...)
+{
+        va_list ap;
+
+        v->allowed = false;
+        v->code = code;
+        snprintf(v->reason, sizeof(v->reason), "%s", reason);
+        va_start(ap, fmt);
+        vsnprintf(v->message, sizeof(v->message), fmt, ap);
+        va_end(ap);
+}
+
+void tsr_verdict_warn(struct tsr_verdict *v, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (v->n_warnings >= TSR_VERDICT_WARNINGS)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(v->warnings[v->n_warnings++], sizeof(v->warnings[0]), fmt, ap);
+        va_end(ap);
+}
+
+/* Copies the string field key of obj into out (len bytes); absent is "", a non-string fails. */
+static int field(json_t *obj, const char *key, char *out, size_t len, const char *where,
+                 struct tsr_diag *diag)
+{
+        json_t *v = json_object_get(obj, key);
+        const char *s;
+
+        out[0] = '\0';
+        if (!v || json_is_null(v))
+                return 0;
+        if (!json_is_string(v))
+                return tsr_diag_set(diag, TSR_EPARSE, "%s.%s must be a string", where, key);
+        s = json_string_value(v);
+        if (strlen(s) >= len)
+                return tsr_diag_set(diag, TSR_EPARSE, "%s.%s is longer than %zu bytes", where, key,
+                                    len - 1);
+        memcpy(out, s, strlen(s) + 1);
+        return 0;
+}
+
+/* Reads a {group, version, kind|resource} object. */
+static int gvk(json_t *obj, const char *key, char *group, char *version, char *last,
+               const char *last_key, const char *where, struct tsr_diag *diag)
+{
+        json_t *v = json_object_get(obj, key);
+        int rc;
+
+        group[0] = version[0] = last[0] = '\0';
+        if (!v || json_is_null(v))
+                return 0;
+        if (!json_is_object(v))
+                return tsr_diag_set(diag, TSR_EPARSE, "%s.%s must be an object", where, key);
+        rc = field(v, "group", group, TSR_REVIEW_FIELD_MAX, where, diag);
+        if (!rc)
+                rc = field(v, "version", version, 64, where, diag);
+        if (!rc)
+                rc = field(v, last_key, last, TSR_REVIEW_FIELD_MAX, where, diag);
+        return rc;
+}
+
+int tsr_review_decode(const char *body, size_t len, struct tsr_review *out, json_t **doc,
+                      struct tsr_diag *diag)
+{
+        struct tsr_review r;
+        json_error_t jerr;
+        json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr), *req, *dry;
+        char rgroup[TSR_REVIEW_FIELD_MAX], rversion[64];
+        const char *api, *kind;
+        int rc;
+
+        memset(&r, 0, sizeof(r));
+        if (!root)
+                return tsr_diag_set(diag, TSR_EPARSE, "the body is not JSON: %s (line %d)",
+                                    jerr.text, jerr.line);
+        api = json_string_value(json_object_get(root, "apiVersion"));
+        kind = json_string_value(json_object_get(root, "kind"));
+        req = json_object_get(root, "request");
+        if (!json_is_object(root) || !api || strcmp(api, REVIEW_API) || !kind ||
+            strcmp(kind, REVIEW_KIND)) {
+                json_decref(root);
+                return tsr_diag_set(diag, TSR_EPARSE,
+                                    "expected apiVersion " REVIEW_API ", kind " REVIEW_KIND);
+        }
+        if (!json_is_object(req)) {
+                json_decref(root);
+                return tsr_diag_set(diag, TSR_EPARSE, "the AdmissionReview carries no request");
+        }
+        rc = field(req, "uid", r.uid, sizeof(r.uid), "request", diag);
+        if (!rc)
+                rc = field(req, "operation", r.operation, sizeof(r.operation), "request", diag);
+        if (!rc)
+                rc = gvk(req, "kind", r.group, r.version, r.kind, "kind", "request", diag);
+        if (!rc)
+                rc =
+                    gvk(req, "resource", rgroup, rversion, r.resource, "resource", "request", diag);
+        if (!rc)
+                rc = field(req, "subResource", r.subresource, sizeof(r.subresource), "request",
+                           diag);
+        if (!rc)
+                rc = field(req, "name", r.name, sizeof(r.name), "request", diag);
+        if (!rc)
+                rc = field(req, "namespace", r.ns, sizeof(r.ns), "request", diag);
+        if (!rc && !r.uid[0])
+                rc = tsr_diag_set(diag, TSR_EPARSE, "request.uid is required");
+        if (!rc && strcmp(r.operation, "CREATE") && strcmp(r.operation, "UPDATE") &&
+            strcmp(r.operation, "DELETE") && strcmp(r.operation, "CONNECT"))
+                rc = tsr_diag_set(diag, TSR_EPARSE,
+                                  "request.operation must be CREATE, UPDATE, DELETE or CONNECT");
+        dry = json_object_get(req, "dryRun");
+        if (!rc && dry && !json_is_null(dry) && !json_is_boolean(dry))
+                rc = tsr_diag_set(diag, TSR_EPARSE, "request.dryRun must be a boolean");
+        if (rc) {
+                json_decref(root);
+                return rc;
+        }
+        r.dry_run = json_is_true(dry);
+        r.object = json_object_get(req, "object");
+        r.old_object = json_object_get(req, "oldObject");
+        if (json_is_null(r.object))
+                r.object = NULL;
+        if (json_is_null(r.old_object))
+                r.old_object = NULL;
+        *out = r;
+        *doc = root;
+        return 0;
+}
+
+/* The base64 of s (len bytes) as a new string, or NULL. */
+static char *base64(const char *s, size_t len)
+{
+        char *out = malloc(BASE64_ENCODE_RAW_LENGTH(len) + 1);
+
+        if (!out)
+                return NULL;
+        base64_encode_raw(out, len, (const uint8_t *)s);
+        out[BASE64_ENCODE_RAW_LENGTH(len)] = '\0';
+        return out;
+}
+
+/* Adds patch + patchType to resp when the patched object differs. 0 or TSR_ENOMEM. */
+static int add_patch(json_t *resp, json_t *from, json_t *to)
+{
+        json_t *ops = NULL;
+        char *text, *b64;
+        int rc = tsr_json_patch_diff(from ? from : json_null(), to, &ops);
+
+        if (rc)
+                return rc;
+        if (json_array_size(ops) == 0) {
+                json_decref(ops);
+                return 0;
+        }
+        text = json_dumps(ops, JSON_COMPACT);
+        json_decref(ops);
+        b64 = text ? base64(text, strlen(text)) : NULL;
+        free(text);
+        if (!b64)
+                return TSR_ENOMEM;
+        rc = json_object_set_new(resp, "patch", json_string(b64)) ||
+                     json_object_set_new(resp, "patchType", json_string("JSONPatch"))
+                 ? TSR_ENOMEM
+                 : 0;
+        free(b64);
+        return rc;
+}
+
+int tsr_review_encode(const struct tsr_review *review, const struct tsr_verdict *v, bool mutating,
+                      char **out)
+{
+        json_t *resp = json_pack("{s:s, s:b}", "uid", review->uid, "allowed", v->allowed);
+        json_t *root;
+        int rc = resp ? 0 : TSR_ENOMEM;
+
+        if (!rc && !v->allowed) {
+                int code = v->code < 400 ? 400 : v->code;
+
+                rc = json_object_set_new(resp, "status",
+                                         json_pack("{s:i, s:s, s:s, s:s}", "code", code, "reason",
+                                                   v->reason[0] ? v->reason : "Forbidden",
+                                                   "message", v->message, "status", "Failure"))
+                         ? TSR_ENOMEM
+                         : 0;
+        }
+        if (!rc && v->allowed && mutating && v->patched)
+                rc = add_patch(resp, review->object, v->patched);
+        if (!rc && v->n_warnings) {
+                json_t *w = json_array();
+
+                for (size_t i = 0; w && i < v->n_warnings; i++)
+                        json_array_append_new(w, json_string(v->warnings[i]));
+                rc = !w || json_object_set_new(resp, "warnings", w) ? TSR_ENOMEM : 0;
+        }
+        if (rc) {
+                json_decref(resp);
+                return rc;
+        }
+        root = json_pack("{s:s, s:s, s:o}", "apiVersion", REVIEW_API, "kind", REVIEW_KIND,
+                         "response", resp);
+        *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
+        json_decref(root);
+        return *out ? 0 : TSR_ENOMEM;
+}

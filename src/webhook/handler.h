@@ -1,0 +1,46 @@
+/*
+ * handler.h - the contract every admission handler of `tessera webhook` implements. A handler is a
+ * pure function of a decoded AdmissionReview request and the cluster state it may read through a
+ * lookup table: no I/O, no clock, no globals. The server (server.c) decodes the review, calls the
+ * handler its path names, and encodes the verdict (codec/admission_review.h): a mutating handler's
+ * changes travel back as the RFC 6902 patch from the request's object to verdict->patched; a
+ * validating handler never patches.
+ *
+ * The request and verdict types, and tsr_verdict_allow/deny, live in codec/admission_review.h.
+ *
+ * Ownership: the request and everything it points to are borrowed for the call. A handler that
+ * mutates sets verdict->patched to a new reference (the caller json_decrefs it); lookups return
+ * new references (json_decref) or NULL.
+ */
+#ifndef TSR_WEBHOOK_HANDLER_H
+#define TSR_WEBHOOK_HANDLER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "codec/admission_review.h"
+
+struct tsr_diag;
+
+/* What a handler may read of the cluster: the webhook's watch cache, or a test's fixtures. */
+struct tsr_webhook_lookup {
+        void *ctx;
+        json_t *(*instancetype)(void *ctx, const char *name);
+        /* The one InstanceType labelled schedule.gpustack.ai/queue-entrance=lq; *matches counts. */
+        json_t *(*instancetype_by_entrance)(void *ctx, const char *lq, size_t *matches);
+        json_t *(*localqueue)(void *ctx, const char *ns, const char *name);
+        json_t *(*clusterqueue)(void *ctx, const char *name);
+        bool workload_fit_affinity; /* the setting workload-fit-affinity */
+};
+
+/*
+ * A handler fills *verdict (zeroed by the caller, allowed false) and returns 0, or returns an
+ * error (TSR_EPARSE for an object of the wrong shape, TSR_ENOMEM) with diag: the server then
+ * answers 400 (or 500) rather than a verdict.
+ */
+typedef int (*tsr_webhook_handler)(const struct tsr_webhook_lookup *lookup,
+                                   const struct tsr_review *review, struct tsr_verdict *verdict,
+                                   struct tsr_diag *diag);
+
+#endif
