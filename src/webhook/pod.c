@@ -1,0 +1,246 @@
+/*
+ * pod.c - gate 1 as the `gpustack-worker-mutation` and `gpustack-worker-validation` Pod webhooks
+ * (seeds/admission.md "Gate 1"; spec/upstream-behavior.md §2, §3).
+ *
+ * Both read the InstanceType fronting the Pod's queue -- the one labelled
+ * schedule.gpustack.ai/queue-entrance=<the Pod's kueue.x-k8s.io/queue-name>, never the LocalQueue
+ * itself -- for the fold's divisor (spec.memory, MiB per accelerator) and the offered partition
+ * profiles (status.detail.slicedDetail.physical.profiles). The mutating half folds the memory
+ * demand into .sliced.units / .partitioned.units, defaults .sliced.cores-percentage and adds the
+ * shared card-count pin; a Pod that breaks a rule is left to the validating half, which denies it
+ * with the rules' messages. A CPU-only InstanceType admits no accelerator key. Both act on CREATE
+ * only and on Pods carrying the queue label (the objectSelector).
+ */
+#include "webhook/pod.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "codec/affinity.h"
+#include "codec/pod_spec.h"
+#include "core/catalog.h"
+#include "core/keys.h"
+#include "core/pin.h"
+#include "core/request.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define QUEUE_LABEL "kueue.x-k8s.io/queue-name"
+
+/* The pool gate 1 folds against, read from an InstanceType object. */
+struct fold_source {
+        struct tsr_fold_pool pool;
+        struct tsr_profile_figure profiles[TSR_MIG_PROFILES_MAX];
+        char accel_key[TSR_KEY_MAX]; /* spec.acceleratorGroup, "" for a CPU-only type */
+        bool detail_ready;           /* status.detail.slicedDetail has been computed */
+};
+
+static const char *queue_of(json_t *pod)
+{
+        return json_string_value(json_object_get(
+            json_object_get(json_object_get(pod, "metadata"), "labels"), QUEUE_LABEL));
+}
+
+/* Reads the fold source out of InstanceType it. Returns 0 or TSR_EPARSE. */
+static int read_source(json_t *it, struct fold_source *s, struct tsr_diag *diag)
+{
+        json_t *spec = json_object_get(it, "spec");
+        json_t *detail = json_object_get(json_object_get(json_object_get(it, "status"), "detail"),
+                                         "slicedDetail");
+        json_t *profiles = json_object_get(json_object_get(detail, "physical"), "profiles"), *p;
+        const char *group = json_string_value(json_object_get(spec, "acceleratorGroup"));
+        json_int_t memory = json_integer_value(json_object_get(spec, "memory"));
+        const char *dash;
+        char mfr[64];
+        size_t i;
+
+        memset(s, 0, sizeof(*s));
+        if (!group || !*group)
+                return 0;
+        if (strlen(group) >= sizeof(s->accel_key))
+                return tsr_diag_set(diag, TSR_EPARSE, "spec.acceleratorGroup is too long");
+        strcpy(s->accel_key, group);
+        dash = strchr(group, '-');
+        snprintf(mfr, sizeof(mfr), "%.*s", dash ? (int)(dash - group) : (int)strlen(group), group);
+        s->pool.manufacturer = tsr_catalog_manufacturer_by_key(mfr);
+        if (!s->pool.manufacturer)
+                return tsr_diag_set(diag, TSR_EPARSE,
+                                    "InstanceType accelerator group %s names no known manufacturer",
+                                    group);
+        if (memory <= 0)
+                return tsr_diag_set(
+                    diag, TSR_EPARSE, "InstanceType %s has no spec.memory to fold against",
+                    json_string_value(json_object_get(json_object_get(it, "metadata"), "name")));
+        s->pool.memory_mib = (uint64_t)memory;
+        s->detail_ready = json_is_object(detail);
+        json_array_foreach(profiles, i, p)
+        {
+                const char *name = json_string_value(json_object_get(p, "name"));
+
+                if (!name || s->pool.n_profiles >= TSR_MIG_PROFILES_MAX)
+                        continue;
+                s->profiles[s->pool.n_profiles].name = name; /* borrowed from it */
+                s->profiles[s->pool.n_profiles].count =
+                    json_integer_value(json_object_get(p, "count"));
+                s->profiles[s->pool.n_profiles].memory_mib =
+                    (uint64_t)json_integer_value(json_object_get(p, "memoryMib"));
+                s->pool.n_profiles++;
+        }
+        s->pool.profiles = s->profiles;
+        return 0;
+}
+
+/* The first accelerator key any container names, or NULL. */
+static const char *first_accelerator_key(const struct tsr_pod_req *req)
+{
+        for (size_t i = 0; i < req->n; i++) {
+                const struct tsr_container_req *c = &req->c[i];
+                const struct tsr_res_item *lists[2] = {c->requests, c->limits};
+                size_t counts[2] = {c->n_requests, c->n_limits};
+
+                for (int l = 0; l < 2; l++) {
+                        for (size_t k = 0; k < counts[l]; k++) {
+                                struct tsr_key_class kc;
+
+                                tsr_key_classify(lists[l][k].key, &kc);
+                                if (kc.kind != TSR_KEY_NONE)
+                                        return lists[l][k].key;
+                        }
+                }
+        }
+        return NULL;
+}
+
+/* What both halves share: the Pod read, its InstanceType's fold source, and the rules' verdict. */
+struct gate1 {
+        struct tsr_pod_spec *spec;
+        json_t *instancetype;
+        struct fold_source source;
+        struct tsr_request_verdict rules;
+};
+
+static void gate1_release(struct gate1 *g)
+{
+        free(g->spec);
+        json_decref(g->instancetype);
+}
+
+/*
+ * Reads the Pod and judges it. Returns 0 with *skip set when the review is not gate 1's, 0 with
+ * the verdict denied when the Pod cannot be sized, or an error for a Pod that cannot be read.
+ */
+static int gate1_judge(const struct tsr_webhook_lookup *lookup, const struct tsr_review *review,
+                       struct gate1 *g, bool *skip, struct tsr_verdict *verdict,
+                       struct tsr_diag *diag)
+{
+        const char *queue, *key;
+        size_t matches = 0;
+        int rc;
+
+        *skip = true;
+        memset(g, 0, sizeof(*g));
+        if (strcmp(review->operation, "CREATE") || !review->object ||
+            !(queue = queue_of(review->object)))
+                return 0;
+        *skip = false;
+        rc = tsr_pod_spec_new(review->object, &g->spec, diag);
+        if (rc)
+                return rc;
+        g->instancetype = lookup->instancetype_by_entrance(lookup->ctx, queue, &matches);
+        if (matches != 1) {
+                tsr_verdict_deny(verdict, 403, "Forbidden",
+                                 "%zu InstanceTypes carry schedule.gpustack.ai/queue-entrance=%s; "
+                                 "a Pod on this queue cannot be sized without exactly one",
+                                 matches, queue);
+                return 0;
+        }
+        rc = read_source(g->instancetype, &g->source, diag);
+        if (rc)
+                return rc;
+        if (!g->source.accel_key[0]) {
+                key = first_accelerator_key(&g->spec->req);
+                if (key)
+                        tsr_verdict_deny(verdict, 403, "Forbidden",
+                                         "spec: Forbidden: the InstanceType behind queue %s offers "
+                                         "no accelerators; remove %s",
+                                         queue, key);
+                else
+                        tsr_verdict_allow(verdict);
+                return 0;
+        }
+        rc = tsr_request_evaluate(&g->spec->req, &g->source.pool, &g->rules, diag);
+        if (rc)
+                return rc;
+        if (g->rules.family == TSR_FAMILY_PARTITIONED && !g->source.detail_ready) {
+                tsr_verdict_deny(verdict, 503, "ServiceUnavailable",
+                                 "the partition profiles of the InstanceType behind queue %s are "
+                                 "not ready yet; retry",
+                                 queue);
+                return 0;
+        }
+        return 0;
+}
+
+int tsr_webhook_pod_mutate(const struct tsr_webhook_lookup *lookup, const struct tsr_review *review,
+                           struct tsr_verdict *verdict, struct tsr_diag *diag)
+{
+        struct gate1 g;
+        struct tsr_node_requirement pin;
+        bool skip, changed;
+        int rc = gate1_judge(lookup, review, &g, &skip, verdict, diag);
+
+        if (rc || skip || verdict->code || !g.source.accel_key[0] || g.rules.n_errors) {
+                if (!rc && (skip || (!verdict->code && g.rules.n_errors)))
+                        tsr_verdict_allow(verdict); /* the validating half denies it */
+                gate1_release(&g);
+                return rc;
+        }
+        verdict->patched = json_deep_copy(review->object);
+        if (!verdict->patched)
+                rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < g.rules.n_edits; i++)
+                rc = tsr_pod_spec_write_edit(verdict->patched, &g.spec->req, &g.rules.edits[i]);
+        if (!rc && tsr_pin_card_count(&g.spec->req, g.source.pool.manufacturer, g.source.accel_key,
+                                      &pin)) {
+                rc = tsr_affinity_require(json_object_get(verdict->patched, "spec"), &pin, 1,
+                                          &changed);
+                if (rc == TSR_EPARSE) {
+                        rc = 0;
+                        json_decref(verdict->patched);
+                        verdict->patched = NULL;
+                        tsr_verdict_deny(verdict, 403, "Forbidden",
+                                         "spec.affinity.nodeAffinity: Invalid value: the required "
+                                         "node affinity cannot take the card-count pin");
+                        gate1_release(&g);
+                        return 0;
+                }
+        }
+        if (rc) {
+                json_decref(verdict->patched);
+                verdict->patched = NULL;
+        } else {
+                tsr_verdict_allow(verdict);
+        }
+        gate1_release(&g);
+        return rc;
+}
+
+int tsr_webhook_pod_validate(const struct tsr_webhook_lookup *lookup,
+                             const struct tsr_review *review, struct tsr_verdict *verdict,
+                             struct tsr_diag *diag)
+{
+        struct gate1 g;
+        char msg[TSR_FIELD_ERRORS_MAX * TSR_FIELD_ERROR_LEN];
+        bool skip;
+        int rc = gate1_judge(lookup, review, &g, &skip, verdict, diag);
+
+        if (!rc && skip)
+                tsr_verdict_allow(verdict);
+        else if (!rc && !verdict->code && g.source.accel_key[0] && g.rules.n_errors)
+                tsr_verdict_deny(verdict, 403, "Forbidden", "%s",
+                                 tsr_request_message(&g.rules, msg, sizeof(msg)));
+        else if (!rc && !verdict->code)
+                tsr_verdict_allow(verdict);
+        gate1_release(&g);
+        return rc;
+}
