@@ -119,6 +119,17 @@ static json_t *instancetype_json(const struct sim_pool *p, const struct tsr_pool
                          "spec", spec, "status", status);
 }
 
+json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct sim_pool *p)
+{
+        struct tsr_pool_views v;
+        struct tsr_view cpu;
+
+        if (tsr_cluster_pool_views(c, p, &v, NULL))
+                return NULL;
+        tsr_cluster_pool_cpu(c, p, &cpu);
+        return instancetype_json(p, &v, &cpu);
+}
+
 static void view_cell(const struct tsr_view *v, char *out, size_t len)
 {
         snprintf(out, len, "%lld/%lld", (long long)v->once_max, (long long)v->remaining);

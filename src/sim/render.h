@@ -31,6 +31,12 @@ void sim_render_age(int64_t s, char *out, size_t len);
 /* An RFC 3339 timestamp of virtual second t (the simulation starts at 2026-01-01T00:00:00Z). */
 void sim_render_time(int64_t t, char *out, size_t len);
 
+/* Pool p as its InstanceType object (a new reference), or NULL on a corrupt ledger. */
+json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct sim_pool *p);
+
+/* Workload w as its kueue.x-k8s.io/v1beta2 object (a new reference). */
+json_t *sim_workload_json(const struct tsr_cluster *c, const struct sim_workload *w);
+
 /* `kubectl get workloads [NAME] [-o json]` in namespace ns. */
 int sim_render_workloads(const struct tsr_cluster *c, const char *ns, const char *name, bool json,
                          struct tsr_buf *out);

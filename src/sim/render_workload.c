@@ -144,7 +144,7 @@ static json_t *admission(const struct tsr_cluster *c, const struct sim_workload 
                          assignments);
 }
 
-static json_t *workload_json(const struct tsr_cluster *c, const struct sim_workload *w)
+json_t *sim_workload_json(const struct tsr_cluster *c, const struct sim_workload *w)
 {
         json_t *podsets = json_array(), *status = json_object(), *o;
         char created[32];
@@ -221,7 +221,7 @@ int sim_render_workloads(const struct tsr_cluster *c, const char *ns, const char
                         continue;
                 shown++;
                 if (json) {
-                        json_array_append_new(items, workload_json(c, w));
+                        json_array_append_new(items, sim_workload_json(c, w));
                         continue;
                 }
                 sim_render_age(c->now - w->created, age, sizeof(age));
