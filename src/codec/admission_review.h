@@ -46,6 +46,7 @@ struct tsr_verdict {
         int code;                              /* HTTP-style status of a denial: 400, 403 */
         char reason[64];                       /* metav1.StatusReason: "Forbidden", "Invalid" */
         char message[TSR_VERDICT_MESSAGE_MAX]; /* why it was denied; empty when allowed */
+        char rule[48];                         /* what a denial breaks, for the denials metric */
         json_t *patched;                       /* mutating: the object after mutation, or NULL */
         size_t n_warnings;
         char warnings[TSR_VERDICT_WARNINGS][256];

@@ -15,18 +15,32 @@
 #include <stdio.h>
 #include <string.h>
 
-static void add_error(struct tsr_request_verdict *v, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void add_error(struct tsr_request_verdict *v, enum tsr_request_rule rule, const char *fmt,
+                      ...) __attribute__((format(printf, 3, 4)));
 
-static void add_error(struct tsr_request_verdict *v, const char *fmt, ...)
+static void add_error(struct tsr_request_verdict *v, enum tsr_request_rule rule, const char *fmt,
+                      ...)
 {
         va_list ap;
 
         if (v->n_errors >= TSR_FIELD_ERRORS_MAX)
                 return;
+        v->rules[v->n_errors] = rule;
         va_start(ap, fmt);
         vsnprintf(v->errors[v->n_errors++], TSR_FIELD_ERROR_LEN, fmt, ap);
         va_end(ap);
+}
+
+const char *tsr_request_rule_name(enum tsr_request_rule r)
+{
+        switch (r) {
+#define XX(E, name)                                                                                \
+        case TSR_RULE_##E:                                                                         \
+                return name;
+                TSR_REQUEST_RULE_MAP(XX)
+#undef XX
+        }
+        return "unknown";
 }
 
 static void add_edit(struct tsr_request_verdict *v, unsigned c, const char *key, int64_t value)
@@ -216,21 +230,23 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
 
         path(p, sizeof(p), c, card);
         if (!icard) {
-                add_error(v, "%s: Required value: a sliced request must set %s", p, card);
+                add_error(v, TSR_RULE_SLICED, "%s: Required value: a sliced request must set %s", p,
+                          card);
                 return;
         }
         if (!is_exactly_one(icard))
-                add_error(v,
+                add_error(v, TSR_RULE_SLICED,
                           "%s: Invalid value: \"%s\": a logical slice request is always a "
                           "single accelerator; multi-accelerator logical slicing is not "
                           "supported yet",
                           p, shown(icard, qbuf));
         if (!ipct && !imib)
-                add_error(v, "%s: Required value: a %s request must set %s or %s", p, card, pct,
-                          mib);
+                add_error(v, TSR_RULE_SLICED, "%s: Required value: a %s request must set %s or %s",
+                          p, card, pct, mib);
         if (ipct && imib) {
                 path(p, sizeof(p), c, mib);
-                add_error(v, "%s: Forbidden: cannot set both %s and %s", p, pct, mib);
+                add_error(v, TSR_RULE_SLICED, "%s: Forbidden: cannot set both %s and %s", p, pct,
+                          mib);
         }
         if (ipct) {
                 struct tsr_quantity zero = tsr_quantity_from_int(0, TSR_QF_DECIMAL_SI);
@@ -239,7 +255,8 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
                 if (tsr_quantity_cmp(&ipct->q, &zero) <= 0 ||
                     tsr_quantity_cmp(&ipct->q, &hundred) > 0) {
                         path(p, sizeof(p), c, pct);
-                        add_error(v, "%s: Invalid value: \"%s\": must be within (0, 100]", p,
+                        add_error(v, TSR_RULE_SLICED,
+                                  "%s: Invalid value: \"%s\": must be within (0, 100]", p,
                                   shown(ipct, qbuf));
                 }
         }
@@ -249,7 +266,8 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
                 if (tsr_quantity_value(&imib->q, &want) != 0 || want <= 0 ||
                     (uint64_t)want > pool->memory_mib) {
                         path(p, sizeof(p), c, mib);
-                        add_error(v, "%s: Invalid value: \"%s\": must be within (0, %llu]", p,
+                        add_error(v, TSR_RULE_SLICED,
+                                  "%s: Invalid value: \"%s\": must be within (0, %llu]", p,
                                   shown(imib, qbuf), (unsigned long long)pool->memory_mib);
                 }
         }
@@ -260,7 +278,8 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
                 if (tsr_quantity_cmp(&icores->q, &zero) <= 0 ||
                     tsr_quantity_cmp(&icores->q, &hundred) > 0) {
                         path(p, sizeof(p), c, cores);
-                        add_error(v, "%s: Invalid value: \"%s\": must be within (0, 100]", p,
+                        add_error(v, TSR_RULE_SLICED,
+                                  "%s: Invalid value: \"%s\": must be within (0, 100]", p,
                                   shown(icores, qbuf));
                 }
         } else {
@@ -283,7 +302,8 @@ static void rules_sliced(const struct tsr_container_req *c, unsigned ci,
         }
         if (v->units <= 0) {
                 path(p, sizeof(p), c, ipct ? pct : mib);
-                add_error(v, "%s: Invalid value: \"%s\": cannot derive a positive %s", p,
+                add_error(v, TSR_RULE_FOLD,
+                          "%s: Invalid value: \"%s\": cannot derive a positive %s", p,
                           shown(ipct ? ipct : imib, qbuf), units);
                 return;
         }
@@ -305,16 +325,17 @@ static void rules_partitioned(const struct tsr_container_req *c, unsigned ci,
         icard = lookup(c, card);
         path(p, sizeof(p), c, card);
         if (!icard) {
-                add_error(v, "%s: Required value: a partition request must set %s", p, card);
+                add_error(v, TSR_RULE_PARTITIONED,
+                          "%s: Required value: a partition request must set %s", p, card);
                 return;
         }
         if (!is_exactly_one(icard))
-                add_error(v,
+                add_error(v, TSR_RULE_PARTITIONED,
                           "%s: Invalid value: \"%s\": a partition request is always a single "
                           "accelerator; request one Pod per instance",
                           p, shown(icard, qbuf));
         if (!f->profile) {
-                add_error(v,
+                add_error(v, TSR_RULE_PARTITIONED,
                           "%s: Required value: a %s request must name a profile, e.g. "
                           "%s.<kind>-<profile>",
                           p, card, card);
@@ -328,7 +349,7 @@ static void rules_partitioned(const struct tsr_container_req *c, unsigned ci,
         iprof = lookup(c, pkey);
         if (!is_exactly_one(iprof)) {
                 path(p, sizeof(p), c, pkey);
-                add_error(v,
+                add_error(v, TSR_RULE_PROFILE_ONE,
                           "%s: Invalid value: \"%s\": a partition profile request must be "
                           "exactly 1 instance",
                           p, shown(iprof, qbuf));
@@ -338,7 +359,7 @@ static void rules_partitioned(const struct tsr_container_req *c, unsigned ci,
                         offered = &pool->profiles[i];
         if (!offered) {
                 path(p, sizeof(p), c, pkey);
-                add_error(v,
+                add_error(v, TSR_RULE_UNOFFERED,
                           "%s: Invalid value: \"%s\": partition profile \"%s\" is not offered "
                           "by the target pool",
                           p, profile, profile);
@@ -378,7 +399,7 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
                 if (!facts[i].families)
                         continue;
                 if (c->group == TSR_CG_SIDECAR) {
-                        add_error(&v,
+                        add_error(&v, TSR_RULE_SIDECAR,
                                   "spec.initContainers[%u].resources.limits: Forbidden: a "
                                   "restartable init container (a native sidecar) may not request "
                                   "an accelerator; move the request to an app container",
@@ -394,13 +415,13 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
         }
         if (__builtin_popcount(families) > 1) {
                 family_list(families, list, sizeof(list));
-                add_error(&v,
+                add_error(&v, TSR_RULE_FAMILY,
                           "spec: Forbidden: a Pod may request only one accelerator family, "
                           "found [%s]",
                           list);
         }
         if (groups == ((1u << TSR_CG_APP) | (1u << TSR_CG_INIT)))
-                add_error(&v,
+                add_error(&v, TSR_RULE_GROUP,
                           "spec.initContainers: Forbidden: a Pod's accelerator requests must "
                           "all sit in one container group; spec.initContainers must give up its "
                           "request, because its devices are held for the Pod's whole life while "
@@ -416,13 +437,13 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
                                 break;
                         o += (size_t)n;
                 }
-                add_error(&v,
+                add_error(&v, TSR_RULE_PROFILES,
                           "spec: Forbidden: a Pod may request only one partition profile, "
                           "found [%s]",
                           list);
         }
         if (slicers > 1)
-                add_error(&v,
+                add_error(&v, TSR_RULE_SLICERS,
                           "spec: Forbidden: at most one container may request a slicing "
                           "family, found %u",
                           slicers);

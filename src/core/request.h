@@ -67,6 +67,28 @@ struct tsr_res_edit {
         int64_t value;
 };
 
+/* Which rule a field error breaks (spec/upstream-behavior.md §2), for metrics and logs. */
+#define TSR_REQUEST_RULE_MAP(XX)                                                                   \
+        XX(FAMILY, "one-family")                                                                   \
+        XX(GROUP, "one-container-group")                                                           \
+        XX(SLICED, "sliced-shape")                                                                 \
+        XX(PARTITIONED, "partition-shape")                                                         \
+        XX(PROFILES, "one-profile")                                                                \
+        XX(PROFILE_ONE, "profile-exactly-one")                                                     \
+        XX(SLICERS, "one-slicing-container")                                                       \
+        XX(SIDECAR, "no-sidecar-claim")                                                            \
+        XX(UNOFFERED, "profile-offered")                                                           \
+        XX(FOLD, "fold")
+
+enum tsr_request_rule {
+#define XX(E, name) TSR_RULE_##E,
+        TSR_REQUEST_RULE_MAP(XX)
+#undef XX
+};
+
+/* The rule's metric label ("one-family", "sliced-shape", ...). */
+const char *tsr_request_rule_name(enum tsr_request_rule r);
+
 struct tsr_request_verdict {
         enum tsr_family family; /* the Pod's accelerator family, NONE without one */
         int container;          /* index of the slicing container, -1 if none */
@@ -74,6 +96,7 @@ struct tsr_request_verdict {
         int64_t units;          /* the folded units, 0 when none */
         size_t n_errors;
         char errors[TSR_FIELD_ERRORS_MAX][TSR_FIELD_ERROR_LEN];
+        enum tsr_request_rule rules[TSR_FIELD_ERRORS_MAX]; /* the rule each error breaks */
         size_t n_edits;
         struct tsr_res_edit edits[TSR_EDITS_MAX];
 };

@@ -22,6 +22,7 @@
 #include "core/pin.h"
 #include "core/request.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -236,10 +237,12 @@ int tsr_webhook_pod_validate(const struct tsr_webhook_lookup *lookup,
 
         if (!rc && skip)
                 tsr_verdict_allow(verdict);
-        else if (!rc && !verdict->code && g.source.accel_key[0] && g.rules.n_errors)
+        else if (!rc && !verdict->code && g.source.accel_key[0] && g.rules.n_errors) {
                 tsr_verdict_deny(verdict, 403, "Forbidden", "%s",
                                  tsr_request_message(&g.rules, msg, sizeof(msg)));
-        else if (!rc && !verdict->code)
+                snprintf(verdict->rule, sizeof(verdict->rule), "%s",
+                         tsr_request_rule_name(g.rules.rules[0]));
+        } else if (!rc && !verdict->code)
                 tsr_verdict_allow(verdict);
         gate1_release(&g);
         return rc;

@@ -1004,9 +1004,33 @@ static void test_request__unusable_pool_is_einval(void **state)
         assert_int_equal(tsr_request_evaluate(build_pod(&r), &pool, &v, NULL), TSR_EINVAL);
 }
 
+/* Each error carries the rule it breaks, for the webhook's denials metric. */
+static void test_request__errors_name_their_rules(void **state)
+{
+        static const struct row rows[] = {
+            {
+                .what = "rules named: one family, then one slicing container",
+                .c = {{"a", APP, 0, G "=1", NULL},
+                      {"b", APP, 1, SL "=1 " PCT "=50", NULL},
+                      {"c", APP, 2, SL "=1 " PCT "=50", NULL}},
+                .msg = "[" E_FAMILIES("exclusive sliced") ", " E_SLICERS("2") "]",
+            },
+        };
+        struct tsr_fold_pool pool = h100_pool();
+        static struct tsr_request_verdict v;
+
+        (void)state;
+        check_rows(rows, N_ELEMS(rows));
+        assert_int_equal(tsr_request_evaluate(build_pod(&rows[0]), &pool, &v, NULL), 0);
+        assert_int_equal(v.n_errors, 2);
+        assert_string_equal(tsr_request_rule_name(v.rules[0]), "one-family");
+        assert_string_equal(tsr_request_rule_name(v.rules[1]), "one-slicing-container");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_request__errors_name_their_rules),
             cmocka_unit_test(test_request__rule1_one_family_one_group),
             cmocka_unit_test(test_request__rule2_sliced_is_one_with_one_memory_budget),
             cmocka_unit_test(test_request__rule3_partitioned_is_one_and_names_a_profile),
