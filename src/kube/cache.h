@@ -1,13 +1,16 @@
 /*
  * cache.h - a typed, watch-fed cache of the API server objects the webhook (and later the
- * controller and device manager) read: worker.gpustack.ai InstanceTypes (cluster-scoped) and
+ * controller and device manager) read: worker.gpustack.ai/v1alpha1 InstanceTypes (cluster-scoped),
+ * KVCachePoolBindings (namespaced), KVCachePools and KVCacheBackends (cluster-scoped), and
  * kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and ClusterQueues (cluster-scoped).
  *
  * One watcher thread per resource keeps it current: list, then watch from the list's
  * resourceVersion with bookmarks; a 410 Gone (or an ERROR event carrying one) re-lists; a dropped
  * or failed watch retries with capped exponential backoff; the token file is re-read on each
- * connection. Readers take a shared lock; a reader receives its own reference to an object, valid
- * after the cache moves on (objects are never modified in place, only replaced).
+ * connection. A resource the API server does not serve (a 404 list: its CRD is not installed)
+ * counts as synced and empty, and is listed again after a backoff. Readers take a shared lock; a
+ * reader receives its own reference to an object, valid after the cache moves on (objects are never
+ * modified in place, only replaced).
  *
  * Ownership: tsr_kube_cache_new returns a new cache (stop and free with tsr_kube_cache_free). Every
  * lookup returns a new jansson reference (json_decref) or NULL. Thread-safe.
@@ -51,5 +54,67 @@ json_t *tsr_kube_cache_localqueue(struct tsr_kube_cache *c, const char *ns, cons
 
 /* The ClusterQueue named name, or NULL. */
 json_t *tsr_kube_cache_clusterqueue(struct tsr_kube_cache *c, const char *name);
+
+/* The KVCachePoolBinding ns/name, or NULL. */
+json_t *tsr_kube_cache_kvcache_binding(struct tsr_kube_cache *c, const char *ns, const char *name);
+
+/* The KVCachePool named name, or NULL. */
+json_t *tsr_kube_cache_kvcache_pool(struct tsr_kube_cache *c, const char *name);
+
+/* The KVCacheBackend named name, or NULL. */
+json_t *tsr_kube_cache_kvcache_backend(struct tsr_kube_cache *c, const char *name);
+
+/* ---- additions: tuning, readiness wait and counters (tests, metrics) ----------------------- */
+
+/* The resources, for tsr_kube_cache_stats. */
+enum tsr_kube_cache_resource {
+        TSR_KUBE_CACHE_INSTANCETYPES,
+        TSR_KUBE_CACHE_LOCALQUEUES,
+        TSR_KUBE_CACHE_CLUSTERQUEUES,
+        TSR_KUBE_CACHE_KVCACHEPOOLBINDINGS,
+        TSR_KUBE_CACHE_KVCACHEPOOLS,
+        TSR_KUBE_CACHE_KVCACHEBACKENDS,
+        TSR_KUBE_CACHE_N_RESOURCES,
+};
+
+/* The resource's plural name ("instancetypes"). */
+const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r);
+
+/*
+ * Watcher tuning; zero fields take the defaults shown. The n-th consecutive failure waits
+ * backoff_initial_ms * 2^(n-1) plus up to half again (jitter), at most backoff_max_ms, or longer
+ * when a 429 or 503 said Retry-After (still capped).
+ */
+struct tsr_kube_cache_opts {
+        unsigned backoff_initial_ms; /* 500 */
+        unsigned backoff_max_ms;     /* 30000 */
+        long watch_timeout_s;        /* 300: timeoutSeconds of each watch (the server ends it) */
+        long page_limit;             /* 500: list page size */
+};
+
+/* tsr_kube_cache_new with tuning (opts may be NULL: the defaults). Same returns. */
+int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kube_cache_opts *opts,
+                            struct tsr_kube_cache **out, struct tsr_diag *diag);
+
+/* Waits up to timeout_ms for tsr_kube_cache_synced; returns its value then. */
+bool tsr_kube_cache_wait_synced(struct tsr_kube_cache *c, unsigned timeout_ms);
+
+/* What one resource's watcher has done so far. */
+struct tsr_kube_cache_stats {
+        unsigned long lists;          /* completed lists (the first one included) */
+        unsigned long relists_gone;   /* lists caused by a 410 (HTTP or ERROR event) */
+        unsigned long watches;        /* watch requests started */
+        unsigned long watch_failures; /* watches ended by an error: dropped, 401, 5xx, ERROR */
+        unsigned long events;         /* ADDED, MODIFIED and DELETED events applied */
+        unsigned long bookmarks;      /* BOOKMARK events */
+        size_t objects;               /* objects held now */
+        bool synced;                  /* the first list completed */
+        char resource_version[64];    /* the resume point: the last list, event or bookmark's */
+        char last_error[512];         /* the last failure's message, "" if none yet */
+};
+
+/* Copies resource r's counters into *out (a consistent snapshot). */
+void tsr_kube_cache_stats(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r,
+                          struct tsr_kube_cache_stats *out);
 
 #endif

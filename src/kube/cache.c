@@ -1,0 +1,625 @@
+/*
+ * cache.c - one watcher thread per resource, each a reflector in client-go's sense: list (all
+ * pages, one snapshot) into a fresh map and swap it in, then watch from the list's
+ * resourceVersion; every event replaces or removes one map entry and moves the resume point, as
+ * does every BOOKMARK. A 410 (an HTTP 410, or an ERROR event with code 410) sends the watcher back
+ * to list; any other failure retries the watch from the resume point after a capped exponential
+ * backoff with jitter. A watch the server ends cleanly is resumed at once.
+ *
+ * Locking: c->lock (a rwlock) guards every watcher's map and counters; readers hold it shared
+ * to find an object and copy it. Writers never modify a stored object: an event's object replaces
+ * the old one. A reader gets a deep copy rather than a shared reference because jansson's
+ * reference count is not safe to share between threads: json_incref in jansson.h reads the count
+ * without an atomic load while another thread's json_decref changes it atomically, and the last
+ * json_decref frees without an acquire barrier (ThreadSanitizer reports both). A copy costs
+ * microseconds for objects of a few kilobytes and leaves every stored object, and its count, to
+ * the watcher thread alone; the reader owns what it got and it never changes. c->mu guards
+ * stop and the synced bits and, with c->cond, lets shutdown interrupt a backoff sleep; each
+ * watcher's cancel token interrupts its request in flight, so tsr_kube_cache_free returns within
+ * milliseconds.
+ */
+#include "kube/cache.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "kube/client.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_BACKOFF_INITIAL_MS 500u
+#define DEFAULT_BACKOFF_MAX_MS     30000u
+#define DEFAULT_WATCH_TIMEOUT_S    300L
+#define DEFAULT_PAGE_LIMIT         500L
+#define SHORT_WATCH_MS             1000 /* a clean end sooner than this without events is a failure */
+#define KEY_MAX                    512
+#define ENTRANCE_LABEL             "schedule.gpustack.ai/queue-entrance"
+
+static const struct {
+        const char *name;
+        const char *path;
+        bool namespaced;
+} resources[TSR_KUBE_CACHE_N_RESOURCES] = {
+    [TSR_KUBE_CACHE_INSTANCETYPES] = {"instancetypes",
+                                      "/apis/worker.gpustack.ai/v1alpha1/instancetypes", false},
+    [TSR_KUBE_CACHE_LOCALQUEUES] = {"localqueues", "/apis/kueue.x-k8s.io/v1beta2/localqueues",
+                                    true},
+    [TSR_KUBE_CACHE_CLUSTERQUEUES] = {"clusterqueues", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+                                      false},
+    [TSR_KUBE_CACHE_KVCACHEPOOLBINDINGS] = {"kvcachepoolbindings",
+                                            "/apis/worker.gpustack.ai/v1alpha1/kvcachepoolbindings",
+                                            true},
+    [TSR_KUBE_CACHE_KVCACHEPOOLS] = {"kvcachepools",
+                                     "/apis/worker.gpustack.ai/v1alpha1/kvcachepools", false},
+    [TSR_KUBE_CACHE_KVCACHEBACKENDS] = {"kvcachebackends",
+                                        "/apis/worker.gpustack.ai/v1alpha1/kvcachebackends", false},
+};
+
+struct watcher {
+        struct tsr_kube_cache *c;
+        enum tsr_kube_cache_resource r;
+        pthread_t thread;
+        bool started;
+        struct tsr_kube_cancel cancel;
+        uint64_t rng;
+        char rv[64];                    /* the resume point; only the watcher thread touches it */
+        json_t *objects;                /* key -> object; guarded by c->lock */
+        struct tsr_kube_cache_stats st; /* guarded by c->lock */
+};
+
+struct tsr_kube_cache {
+        struct tsr_kube_client *client;
+        struct tsr_kube_cache_opts opts;
+        pthread_rwlock_t lock;
+        pthread_mutex_t mu;
+        pthread_cond_t cond; /* CLOCK_MONOTONIC; signalled on stop and on every first sync */
+        atomic_bool stop;
+        unsigned synced; /* bit per resource; guarded by mu */
+        struct watcher w[TSR_KUBE_CACHE_N_RESOURCES];
+};
+
+/* ---- time --------------------------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct timespec deadline_in(int64_t ms)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        return ts;
+}
+
+static bool stopping(struct tsr_kube_cache *c)
+{
+        return atomic_load(&c->stop);
+}
+
+/* Sleeps ms unless the cache stops first. */
+static void nap(struct tsr_kube_cache *c, int64_t ms)
+{
+        struct timespec until = deadline_in(ms);
+
+        pthread_mutex_lock(&c->mu);
+        while (!atomic_load(&c->stop))
+                if (pthread_cond_timedwait(&c->cond, &c->mu, &until))
+                        break;
+        pthread_mutex_unlock(&c->mu);
+}
+
+static uint64_t next_rand(struct watcher *w)
+{
+        w->rng ^= w->rng << 13;
+        w->rng ^= w->rng >> 7;
+        w->rng ^= w->rng << 17;
+        return w->rng;
+}
+
+/* The failures'th retry delay: initial * 2^(failures-1) plus up to half again, capped. */
+static void backoff(struct watcher *w, unsigned failures, long retry_after_s)
+{
+        const struct tsr_kube_cache_opts *o = &w->c->opts;
+        int64_t ms = o->backoff_initial_ms;
+
+        for (unsigned i = 1; i < failures && ms < o->backoff_max_ms; i++)
+                ms *= 2;
+        ms += ms > 1 ? (int64_t)(next_rand(w) % (uint64_t)(ms / 2 + 1)) : 0;
+        if (retry_after_s > 0 && ms < retry_after_s * 1000)
+                ms = retry_after_s * 1000;
+        if (ms > o->backoff_max_ms)
+                ms = o->backoff_max_ms;
+        nap(w->c, ms);
+}
+
+/* ---- the map ------------------------------------------------------------------------------ */
+
+/* The map key of an object: "name" or "namespace/name". 0, or -1 when it has no usable name. */
+static int key_of(const struct watcher *w, const char *ns, const char *name, char *key)
+{
+        int n;
+
+        if (!name || !*name)
+                return -1;
+        if (resources[w->r].namespaced)
+                n = snprintf(key, KEY_MAX, "%s/%s", ns ? ns : "", name);
+        else
+                n = snprintf(key, KEY_MAX, "%s", name);
+        return n < 0 || n >= KEY_MAX ? -1 : 0;
+}
+
+static const char *meta_str(json_t *obj, const char *field)
+{
+        return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
+}
+
+static void set_rv(struct watcher *w, const char *rv)
+{
+        if (!rv || !*rv || strlen(rv) >= sizeof(w->rv))
+                return;
+        strcpy(w->rv, rv);
+        strcpy(w->st.resource_version, rv);
+}
+
+static void note_error(struct watcher *w, const struct tsr_diag *diag)
+{
+        pthread_rwlock_wrlock(&w->c->lock);
+        snprintf(w->st.last_error, sizeof(w->st.last_error), "%s", diag->msg);
+        pthread_rwlock_unlock(&w->c->lock);
+}
+
+/* Lists the resource into a fresh map and swaps it in. */
+static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *res,
+                  struct tsr_diag *diag)
+{
+        struct tsr_kube_cache *c = w->c;
+        struct tsr_kube_list_opts lo = {.limit = c->opts.page_limit, .cancel = &w->cancel};
+        json_t *list, *map, *item, *old;
+        const char *rv;
+        char key[KEY_MAX];
+        size_t i;
+        int rc;
+
+        rc = tsr_kube_client_list_all(c->client, resources[w->r].path, &lo, &list, res, diag);
+        if (rc)
+                return rc;
+        rv = meta_str(list, "resourceVersion");
+        if (!rv || !*rv || strlen(rv) >= sizeof(w->rv)) {
+                json_decref(list);
+                return tsr_diag_set(diag, TSR_EPARSE, "list %s: no usable resourceVersion",
+                                    resources[w->r].name);
+        }
+        map = json_object();
+        if (!map) {
+                json_decref(list);
+                return tsr_diag_set(diag, TSR_ENOMEM, "list %s: out of memory",
+                                    resources[w->r].name);
+        }
+        json_array_foreach(json_object_get(list, "items"), i, item)
+        {
+                if (key_of(w, meta_str(item, "namespace"), meta_str(item, "name"), key))
+                        continue;
+                if (json_object_set(map, key, item)) {
+                        json_decref(map);
+                        json_decref(list);
+                        return tsr_diag_set(diag, TSR_ENOMEM, "list %s: out of memory",
+                                            resources[w->r].name);
+                }
+        }
+
+        pthread_rwlock_wrlock(&c->lock);
+        old = w->objects;
+        w->objects = map;
+        set_rv(w, rv);
+        w->st.lists++;
+        if (after_gone)
+                w->st.relists_gone++;
+        w->st.synced = true;
+        w->st.objects = json_object_size(map);
+        pthread_rwlock_unlock(&c->lock);
+        json_decref(old);
+        json_decref(list);
+
+        pthread_mutex_lock(&c->mu);
+        c->synced |= 1u << w->r;
+        pthread_cond_broadcast(&c->cond);
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+}
+
+/*
+ * The API server does not serve the resource (its CRD is not installed: the list is a 404). The
+ * cache holds none of it, which is the truth, and counts as synced so that a process needing
+ * other kinds is not held unready; the watcher keeps listing after a backoff, so a CRD installed
+ * later is picked up.
+ */
+static void mark_not_served(struct watcher *w)
+{
+        struct tsr_kube_cache *c = w->c;
+        json_t *empty = json_object(), *old;
+
+        if (!empty)
+                return;
+        pthread_rwlock_wrlock(&c->lock);
+        old = w->objects;
+        w->objects = empty;
+        w->st.synced = true;
+        w->st.objects = 0;
+        pthread_rwlock_unlock(&c->lock);
+        json_decref(old);
+
+        pthread_mutex_lock(&c->mu);
+        c->synced |= 1u << w->r;
+        pthread_cond_broadcast(&c->cond);
+        pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- the watch ---------------------------------------------------------------------------- */
+
+enum { STOP_GONE = 1, STOP_ERROR = 2 };
+
+struct watch_ctx {
+        struct watcher *w;
+        struct tsr_diag diag; /* why STOP_ERROR */
+};
+
+static int on_event(void *arg, const struct tsr_kube_event *ev)
+{
+        struct watch_ctx *x = arg;
+        struct watcher *w = x->w;
+        char key[KEY_MAX];
+        int rc = 0;
+
+        if (ev->type == TSR_KUBE_ERROR) {
+                if (ev->code == 410)
+                        return STOP_GONE;
+                tsr_diag_set(&x->diag, TSR_EIO, "watch %s: ERROR event %d %s: %.200s",
+                             resources[w->r].name, ev->code, ev->reason, ev->message);
+                return STOP_ERROR;
+        }
+        pthread_rwlock_wrlock(&w->c->lock);
+        switch (ev->type) {
+        case TSR_KUBE_ADDED:
+        case TSR_KUBE_MODIFIED:
+                if (!key_of(w, ev->ns, ev->name, key)) {
+                        if (json_object_set(w->objects, key, ev->object))
+                                rc = STOP_ERROR;
+                        w->st.events++;
+                }
+                break;
+        case TSR_KUBE_DELETED:
+                if (!key_of(w, ev->ns, ev->name, key)) {
+                        json_object_del(w->objects, key);
+                        w->st.events++;
+                }
+                break;
+        case TSR_KUBE_BOOKMARK:
+                w->st.bookmarks++;
+                break;
+        default:
+                break;
+        }
+        if (!rc)
+                set_rv(w, ev->resource_version);
+        w->st.objects = json_object_size(w->objects);
+        pthread_rwlock_unlock(&w->c->lock);
+        if (rc)
+                tsr_diag_set(&x->diag, TSR_ENOMEM, "watch %s: out of memory", resources[w->r].name);
+        return rc;
+}
+
+static void *watcher_main(void *arg)
+{
+        struct watcher *w = arg;
+        struct tsr_kube_cache *c = w->c;
+        unsigned failures = 0;
+        bool need_list = true, gone = false;
+
+        while (!stopping(c)) {
+                struct tsr_kube_watch_opts wo = {0};
+                struct tsr_kube_result res = {0};
+                struct watch_ctx x = {w, {0}};
+                struct tsr_diag diag;
+                int64_t t0;
+                int rc;
+
+                tsr_diag_clear(&diag);
+                if (need_list) {
+                        rc = relist(w, gone, &res, &diag);
+                        if (stopping(c))
+                                break;
+                        if (rc) {
+                                if (rc == TSR_ENOTFOUND)
+                                        mark_not_served(w);
+                                note_error(w, &diag);
+                                backoff(w, ++failures, res.retry_after_s);
+                                continue;
+                        }
+                        need_list = gone = false;
+                        failures = 0;
+                }
+
+                wo.resource_version = w->rv;
+                wo.timeout_s = c->opts.watch_timeout_s;
+                wo.bookmarks = true;
+                wo.cancel = &w->cancel;
+                pthread_rwlock_wrlock(&c->lock);
+                w->st.watches++;
+                pthread_rwlock_unlock(&c->lock);
+                t0 = now_ms();
+                rc = tsr_kube_client_watch(c->client, resources[w->r].path, &wo, on_event, &x, &res,
+                                           &diag);
+                if (stopping(c))
+                        break;
+                if (res.events)
+                        failures = 0;
+                if (rc == STOP_GONE || res.http == 410) {
+                        need_list = gone = true;
+                        continue;
+                }
+                if (rc == 0 && (res.events || now_ms() - t0 >= SHORT_WATCH_MS))
+                        continue;
+                if (rc == STOP_ERROR)
+                        diag = x.diag;
+                else if (rc == 0)
+                        tsr_diag_set(&diag, TSR_EIO, "watch %s: ended at once without events",
+                                     resources[w->r].name);
+                note_error(w, &diag);
+                pthread_rwlock_wrlock(&c->lock);
+                w->st.watch_failures++;
+                pthread_rwlock_unlock(&c->lock);
+                backoff(w, ++failures, res.retry_after_s);
+        }
+        return NULL;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+static void stop_and_join(struct tsr_kube_cache *c)
+{
+        pthread_mutex_lock(&c->mu);
+        atomic_store(&c->stop, true);
+        pthread_cond_broadcast(&c->cond);
+        pthread_mutex_unlock(&c->mu);
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
+                if (c->w[r].started)
+                        tsr_kube_cancel_fire(&c->w[r].cancel);
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                if (c->w[r].started)
+                        pthread_join(c->w[r].thread, NULL);
+                c->w[r].started = false;
+        }
+}
+
+void tsr_kube_cache_free(struct tsr_kube_cache *c)
+{
+        if (!c)
+                return;
+        stop_and_join(c);
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                json_decref(c->w[r].objects);
+                tsr_kube_cancel_release(&c->w[r].cancel);
+        }
+        pthread_cond_destroy(&c->cond);
+        pthread_mutex_destroy(&c->mu);
+        pthread_rwlock_destroy(&c->lock);
+        free(c);
+}
+
+int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kube_cache_opts *opts,
+                            struct tsr_kube_cache **out, struct tsr_diag *diag)
+{
+        struct tsr_kube_cache *c = calloc(1, sizeof(*c));
+        pthread_condattr_t ca;
+        int r, cancels = 0;
+
+        if (!c)
+                return tsr_diag_set(diag, TSR_ENOMEM, "kube cache: out of memory");
+        c->client = client;
+        if (opts)
+                c->opts = *opts;
+        if (!c->opts.backoff_initial_ms)
+                c->opts.backoff_initial_ms = DEFAULT_BACKOFF_INITIAL_MS;
+        if (!c->opts.backoff_max_ms)
+                c->opts.backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
+        if (c->opts.backoff_max_ms < c->opts.backoff_initial_ms)
+                c->opts.backoff_max_ms = c->opts.backoff_initial_ms;
+        if (c->opts.watch_timeout_s <= 0)
+                c->opts.watch_timeout_s = DEFAULT_WATCH_TIMEOUT_S;
+        if (c->opts.page_limit <= 0)
+                c->opts.page_limit = DEFAULT_PAGE_LIMIT;
+        atomic_init(&c->stop, false);
+        if (pthread_rwlock_init(&c->lock, NULL)) {
+                free(c);
+                return tsr_diag_set(diag, TSR_ENOMEM, "kube cache: out of memory");
+        }
+        if (pthread_mutex_init(&c->mu, NULL)) {
+                pthread_rwlock_destroy(&c->lock);
+                free(c);
+                return tsr_diag_set(diag, TSR_ENOMEM, "kube cache: out of memory");
+        }
+        if (pthread_condattr_init(&ca) || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
+            pthread_cond_init(&c->cond, &ca)) {
+                pthread_mutex_destroy(&c->mu);
+                pthread_rwlock_destroy(&c->lock);
+                free(c);
+                return tsr_diag_set(diag, TSR_ENOMEM, "kube cache: out of memory");
+        }
+        pthread_condattr_destroy(&ca);
+        for (r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                struct watcher *w = &c->w[r];
+
+                w->c = c;
+                w->r = (enum tsr_kube_cache_resource)r;
+                w->rng = ((uint64_t)now_ms() << 8) ^ (0x9E3779B97F4A7C15ull * (uint64_t)(r + 1));
+                w->objects = json_object();
+                if (!w->objects || tsr_kube_cancel_init(&w->cancel))
+                        goto nomem;
+                cancels++;
+        }
+        for (r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                if (pthread_create(&c->w[r].thread, NULL, watcher_main, &c->w[r])) {
+                        stop_and_join(c);
+                        tsr_kube_cache_free(c);
+                        return tsr_diag_set(diag, TSR_EIO,
+                                            "kube cache: cannot start the %s watcher thread",
+                                            resources[r].name);
+                }
+                c->w[r].started = true;
+        }
+        *out = c;
+        return 0;
+
+nomem:
+        for (r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                json_decref(c->w[r].objects);
+                if (r < cancels)
+                        tsr_kube_cancel_release(&c->w[r].cancel);
+        }
+        pthread_cond_destroy(&c->cond);
+        pthread_mutex_destroy(&c->mu);
+        pthread_rwlock_destroy(&c->lock);
+        free(c);
+        return tsr_diag_set(diag, TSR_ENOMEM, "kube cache: out of memory");
+}
+
+int tsr_kube_cache_new(struct tsr_kube_client *client, struct tsr_kube_cache **out,
+                       struct tsr_diag *diag)
+{
+        return tsr_kube_cache_new_opts(client, NULL, out, diag);
+}
+
+/* ---- readers ------------------------------------------------------------------------------ */
+
+bool tsr_kube_cache_synced(struct tsr_kube_cache *c)
+{
+        bool all;
+
+        pthread_mutex_lock(&c->mu);
+        all = c->synced == (1u << TSR_KUBE_CACHE_N_RESOURCES) - 1;
+        pthread_mutex_unlock(&c->mu);
+        return all;
+}
+
+bool tsr_kube_cache_wait_synced(struct tsr_kube_cache *c, unsigned timeout_ms)
+{
+        struct timespec until = deadline_in(timeout_ms);
+        const unsigned all = (1u << TSR_KUBE_CACHE_N_RESOURCES) - 1;
+        bool done;
+
+        pthread_mutex_lock(&c->mu);
+        while (c->synced != all && !atomic_load(&c->stop))
+                if (pthread_cond_timedwait(&c->cond, &c->mu, &until))
+                        break;
+        done = c->synced == all;
+        pthread_mutex_unlock(&c->mu);
+        return done;
+}
+
+static json_t *lookup(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r, const char *ns,
+                      const char *name)
+{
+        char key[KEY_MAX];
+        json_t *v;
+
+        if (!name || key_of(&c->w[r], ns, name, key))
+                return NULL;
+        pthread_rwlock_rdlock(&c->lock);
+        v = json_object_get(c->w[r].objects, key);
+        v = v ? json_deep_copy(v) : NULL;
+        pthread_rwlock_unlock(&c->lock);
+        return v;
+}
+
+json_t *tsr_kube_cache_instancetype(struct tsr_kube_cache *c, const char *name)
+{
+        return lookup(c, TSR_KUBE_CACHE_INSTANCETYPES, NULL, name);
+}
+
+json_t *tsr_kube_cache_localqueue(struct tsr_kube_cache *c, const char *ns, const char *name)
+{
+        if (!ns)
+                return NULL;
+        return lookup(c, TSR_KUBE_CACHE_LOCALQUEUES, ns, name);
+}
+
+json_t *tsr_kube_cache_clusterqueue(struct tsr_kube_cache *c, const char *name)
+{
+        return lookup(c, TSR_KUBE_CACHE_CLUSTERQUEUES, NULL, name);
+}
+
+json_t *tsr_kube_cache_kvcache_binding(struct tsr_kube_cache *c, const char *ns, const char *name)
+{
+        if (!ns)
+                return NULL;
+        return lookup(c, TSR_KUBE_CACHE_KVCACHEPOOLBINDINGS, ns, name);
+}
+
+json_t *tsr_kube_cache_kvcache_pool(struct tsr_kube_cache *c, const char *name)
+{
+        return lookup(c, TSR_KUBE_CACHE_KVCACHEPOOLS, NULL, name);
+}
+
+json_t *tsr_kube_cache_kvcache_backend(struct tsr_kube_cache *c, const char *name)
+{
+        return lookup(c, TSR_KUBE_CACHE_KVCACHEBACKENDS, NULL, name);
+}
+
+const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r)
+{
+        return (unsigned)r < TSR_KUBE_CACHE_N_RESOURCES ? resources[r].name : "";
+}
+
+json_t *tsr_kube_cache_instancetype_by_entrance(struct tsr_kube_cache *c, const char *lq,
+                                                size_t *matches)
+{
+        json_t *found = NULL, *obj;
+        const char *key;
+        size_t n = 0;
+
+        if (lq) {
+                pthread_rwlock_rdlock(&c->lock);
+                json_object_foreach(c->w[TSR_KUBE_CACHE_INSTANCETYPES].objects, key, obj)
+                {
+                        json_t *labels =
+                            json_object_get(json_object_get(obj, "metadata"), "labels");
+                        const char *v = json_string_value(json_object_get(labels, ENTRANCE_LABEL));
+
+                        if (v && !strcmp(v, lq) && n++ == 0)
+                                found = obj;
+                }
+                found = n == 1 ? json_deep_copy(found) : NULL;
+                pthread_rwlock_unlock(&c->lock);
+        }
+        if (matches)
+                *matches = n;
+        return found;
+}
+
+void tsr_kube_cache_stats(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r,
+                          struct tsr_kube_cache_stats *out)
+{
+        if ((unsigned)r >= TSR_KUBE_CACHE_N_RESOURCES) {
+                memset(out, 0, sizeof(*out));
+                return;
+        }
+        pthread_rwlock_rdlock(&c->lock);
+        *out = c->w[r].st;
+        pthread_rwlock_unlock(&c->lock);
+}

@@ -1,0 +1,614 @@
+/*
+ * test_kube_cache.c - kube/cache against the fake API server (tests/peers/fake_apiserver.py) over
+ * TLS on loopback, through a kubeconfig with a CA file and a tokenFile, as a deployment would run
+ * it outside a cluster.
+ *
+ * In order, on one fake and one cache (small backoff, page size 2 so the lists page):
+ *   initial sync       wait_synced; every pre-created object is found (cluster-scoped by name,
+ *                      LocalQueues by namespace and name); unknown names and namespaces are NULL
+ *   events             ADDED, MODIFIED, DELETED of each kind show up; a reference taken before a
+ *                      MODIFIED still reads the old object (objects are replaced, never edited);
+ *                      four reader threads look objects up the whole time (for TSan)
+ *   entrance           instancetype_by_entrance with 0, 1 and 2 matches, and back to 1
+ *   bookmarks          a change to another resource moves the InstanceType watcher's
+ *                      resourceVersion through BOOKMARK events alone
+ *   compaction (event) watches held while objects change and history is compacted get an ERROR
+ *                      event with a 410 Status: every watcher re-lists and the cache converges
+ *   compaction (http)  the same with the fake answering the watch with HTTP 410
+ *   expire mid-stream  an ERROR 410 on live watches re-lists too
+ *   dropped watch      cut connections reconnect from the last resourceVersion without a list
+ *   failures           injected 500s on re-watch are retried with backoff until they pass
+ *   token rotation     the fake stops accepting the old token and the watches are cut: the 401s
+ *                      are retried, and once the token file holds the new token the cache
+ *                      recovers and sees changes made meanwhile
+ *   shutdown           tsr_kube_cache_free returns promptly with watches open, with watches held
+ *                      by the server, and while retrying against a dead server
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "kube/cache.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/kubeconfig.h"
+
+#include "fake_apiserver.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IT_PATH "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
+#define CQ_PATH "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+#define LQ_NS   "/apis/kueue.x-k8s.io/v1beta2/namespaces/"
+#define WAIT_MS 10000
+
+struct world {
+        char dir[256];
+        struct fake_apiserver fake;
+        struct tsr_kube_client *client;
+        struct tsr_kube_cache *cache;
+        char token_file[512];
+};
+
+static struct world W;
+
+static long now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void sleep_ms(long ms)
+{
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+        nanosleep(&ts, NULL);
+}
+
+/* Polls cond(arg) every 10 ms for up to WAIT_MS; fails the test with what when it stays false. */
+#define EVENTUALLY(expr, what)                                                                     \
+        do {                                                                                       \
+                long deadline_ = now_ms() + WAIT_MS;                                               \
+                while (!(expr)) {                                                                  \
+                        if (now_ms() > deadline_)                                                  \
+                                fail_msg("not within %d ms: %s", WAIT_MS, what);                   \
+                        sleep_ms(10);                                                              \
+                }                                                                                  \
+        } while (0)
+
+static char *it_json(const char *name, const char *entrance, int n)
+{
+        static char buf[512];
+
+        snprintf(buf, sizeof(buf),
+                 "{\"apiVersion\":\"worker.gpustack.ai/v1alpha1\",\"kind\":\"InstanceType\","
+                 "\"metadata\":{\"name\":\"%s\",\"labels\":{%s%s%s}},\"spec\":{\"n\":%d}}",
+                 name, entrance ? "\"schedule.gpustack.ai/queue-entrance\":\"" : "",
+                 entrance ? entrance : "", entrance ? "\"" : "", n);
+        return buf;
+}
+
+static void create_it(const char *name, const char *entrance, int n)
+{
+        json_decref(fake_create(&W.fake, IT_PATH, it_json(name, entrance, n)));
+}
+
+static void create_cq(const char *name)
+{
+        char buf[256];
+
+        snprintf(buf, sizeof(buf),
+                 "{\"apiVersion\":\"kueue.x-k8s.io/v1beta2\",\"kind\":\"ClusterQueue\","
+                 "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"cohort\":\"c\"}}",
+                 name);
+        json_decref(fake_create(&W.fake, CQ_PATH, buf));
+}
+
+static void create_lq(const char *ns, const char *name)
+{
+        char path[256], buf[256];
+
+        snprintf(path, sizeof(path), LQ_NS "%s/localqueues", ns);
+        snprintf(buf, sizeof(buf),
+                 "{\"apiVersion\":\"kueue.x-k8s.io/v1beta2\",\"kind\":\"LocalQueue\","
+                 "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"clusterQueue\":\"cq\"}}",
+                 name);
+        json_decref(fake_create(&W.fake, path, buf));
+}
+
+static void patch_it(const char *name, const char *patch)
+{
+        char path[256];
+
+        snprintf(path, sizeof(path), IT_PATH "/%s", name);
+        json_decref(fake_patch(&W.fake, path, patch));
+}
+
+static void delete_it(const char *name)
+{
+        char path[256];
+
+        snprintf(path, sizeof(path), IT_PATH "/%s", name);
+        fake_delete(&W.fake, path);
+}
+
+static bool has_it(const char *name)
+{
+        json_t *o = tsr_kube_cache_instancetype(W.cache, name);
+
+        json_decref(o);
+        return o != NULL;
+}
+
+static bool has_cq(const char *name)
+{
+        json_t *o = tsr_kube_cache_clusterqueue(W.cache, name);
+
+        json_decref(o);
+        return o != NULL;
+}
+
+static bool has_lq(const char *ns, const char *name)
+{
+        json_t *o = tsr_kube_cache_localqueue(W.cache, ns, name);
+
+        json_decref(o);
+        return o != NULL;
+}
+
+static long it_n(const char *name)
+{
+        json_t *o = tsr_kube_cache_instancetype(W.cache, name);
+        long n =
+            o ? (long)json_integer_value(json_object_get(json_object_get(o, "spec"), "n")) : -1;
+
+        json_decref(o);
+        return n;
+}
+
+static struct tsr_kube_cache_stats stats(enum tsr_kube_cache_resource r)
+{
+        struct tsr_kube_cache_stats s;
+
+        tsr_kube_cache_stats(W.cache, r, &s);
+        return s;
+}
+
+static bool rv_is(enum tsr_kube_cache_resource r, long rv)
+{
+        return atol(stats(r).resource_version) == rv;
+}
+
+static void start_cache(struct tsr_kube_cache **out)
+{
+        struct tsr_kube_cache_opts o = {.backoff_initial_ms = 20,
+                                        .backoff_max_ms = 200,
+                                        .watch_timeout_s = 30,
+                                        .page_limit = 2};
+        struct tsr_diag diag;
+        int rc;
+
+        tsr_diag_clear(&diag);
+        rc = tsr_kube_cache_new_opts(W.client, &o, out, &diag);
+        if (rc)
+                fail_msg("cache: %s: %s", tsr_err_name(rc), diag.msg);
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+        struct tsr_kube_config cfg;
+        struct tsr_diag diag;
+        const char *kc;
+        int rc;
+
+        (void)state;
+        fake_certs(W.dir, sizeof(W.dir));
+        fake_start(&W.fake, W.dir, "t1", 0.2, NULL);
+        snprintf(W.token_file, sizeof(W.token_file), "%s", fake_write_file(W.dir, "token", "t1\n"));
+        kc = fake_kubeconfig(&W.fake, "kubeconfig", W.token_file, NULL);
+
+        tsr_kube_config_init(&cfg);
+        tsr_diag_clear(&diag);
+        rc = tsr_kube_kubeconfig_load(&cfg, kc, NULL, &diag);
+        if (rc)
+                fail_msg("kubeconfig: %s", diag.msg);
+        rc = tsr_kube_client_new(&cfg, NULL, &W.client, &diag);
+        tsr_kube_config_release(&cfg);
+        if (rc)
+                fail_msg("client: %s", diag.msg);
+
+        create_it("alpha", "team-a-lq", 1);
+        create_it("beta", NULL, 1);
+        create_it("delta", NULL, 1);
+        create_cq("cq");
+        create_lq("team-a", "lq1");
+        create_lq("team-b", "lq1");
+        start_cache(&W.cache);
+        return 0;
+}
+
+static int group_teardown(void **state)
+{
+        (void)state;
+        tsr_kube_cache_free(W.cache);
+        tsr_kube_client_free(W.client);
+        fake_stop(&W.fake);
+        fake_remove_dir(W.dir);
+        return 0;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+static void test_initial_sync(void **state)
+{
+        struct tsr_kube_cache_stats s;
+        json_t *o;
+
+        (void)state;
+        assert_true(tsr_kube_cache_wait_synced(W.cache, WAIT_MS));
+        assert_true(tsr_kube_cache_synced(W.cache));
+        assert_true(has_it("alpha") && has_it("beta") && has_it("delta"));
+        assert_false(has_it("gamma"));
+        assert_null(tsr_kube_cache_instancetype(W.cache, NULL));
+
+        o = tsr_kube_cache_clusterqueue(W.cache, "cq");
+        assert_non_null(o);
+        assert_string_equal(json_string_value(json_object_get(o, "kind")), "ClusterQueue");
+        json_decref(o);
+        assert_null(tsr_kube_cache_clusterqueue(W.cache, "alpha"));
+
+        o = tsr_kube_cache_localqueue(W.cache, "team-b", "lq1");
+        assert_non_null(o);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(o, "metadata"), "namespace")),
+            "team-b");
+        json_decref(o);
+        assert_null(tsr_kube_cache_localqueue(W.cache, "team-c", "lq1"));
+        assert_null(tsr_kube_cache_localqueue(W.cache, NULL, "lq1"));
+
+        s = stats(TSR_KUBE_CACHE_INSTANCETYPES);
+        assert_true(s.synced);
+        assert_int_equal(s.objects, 3);
+        assert_int_equal(s.lists, 1);
+        assert_int_equal(s.relists_gone, 0);
+        assert_int_equal(stats(TSR_KUBE_CACHE_LOCALQUEUES).objects, 2);
+        /* Three InstanceTypes at two a page: the list took two requests. */
+        assert_true(fake_stat(&W.fake, "rv") >= 7);
+}
+
+struct reader {
+        pthread_t th;
+        atomic_bool *stop;
+        unsigned long reads;
+        bool bad;
+};
+
+static void *reader_main(void *arg)
+{
+        struct reader *r = arg;
+
+        while (!atomic_load(r->stop)) {
+                static const char *const names[] = {"alpha", "beta", "gamma", "delta"};
+                size_t m;
+
+                for (size_t i = 0; i < 4; i++) {
+                        json_t *o = tsr_kube_cache_instancetype(W.cache, names[i]);
+                        const char *name = json_string_value(
+                            json_object_get(json_object_get(o, "metadata"), "name"));
+
+                        if (o && (!name || strcmp(name, names[i])))
+                                r->bad = true;
+                        json_decref(o);
+                }
+                json_decref(tsr_kube_cache_instancetype_by_entrance(W.cache, "team-a-lq", &m));
+                json_decref(tsr_kube_cache_localqueue(W.cache, "team-a", "lq1"));
+                r->reads++;
+                sleep_ms(1); /* leave the CPUs to the fake */
+        }
+        return NULL;
+}
+
+static void test_events(void **state)
+{
+        struct reader readers[4];
+        atomic_bool stop;
+        json_t *before;
+
+        (void)state;
+        atomic_init(&stop, false);
+        for (int i = 0; i < 4; i++) {
+                memset(&readers[i], 0, sizeof(readers[i]));
+                readers[i].stop = &stop;
+                assert_int_equal(pthread_create(&readers[i].th, NULL, reader_main, &readers[i]), 0);
+        }
+
+        create_it("gamma", NULL, 1);
+        EVENTUALLY(has_it("gamma"), "ADDED gamma reaches the cache");
+
+        before = tsr_kube_cache_instancetype(W.cache, "gamma");
+        for (int n = 2; n <= 8; n++) {
+                char patch[64];
+
+                snprintf(patch, sizeof(patch), "{\"spec\":{\"n\":%d}}", n);
+                patch_it("gamma", patch);
+        }
+        EVENTUALLY(it_n("gamma") == 8, "MODIFIED gamma (n=8) reaches the cache");
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(before, "spec"), "n")),
+                         1);
+        json_decref(before);
+
+        delete_it("gamma");
+        EVENTUALLY(!has_it("gamma"), "DELETED gamma leaves the cache");
+
+        create_cq("cq2");
+        create_lq("team-a", "lq2");
+        EVENTUALLY(has_cq("cq2"), "a new ClusterQueue reaches the cache");
+        EVENTUALLY(has_lq("team-a", "lq2"), "a new LocalQueue reaches the cache");
+        assert_int_equal(stats(TSR_KUBE_CACHE_LOCALQUEUES).objects, 3);
+        assert_false(has_lq("team-b", "lq2"));
+
+        atomic_store(&stop, true);
+        for (int i = 0; i < 4; i++) {
+                pthread_join(readers[i].th, NULL);
+                assert_false(readers[i].bad);
+                assert_true(readers[i].reads > 0);
+        }
+        assert_int_equal(stats(TSR_KUBE_CACHE_INSTANCETYPES).lists, 1);
+        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).events >= 9);
+}
+
+static size_t entrance(const char *lq, const char *want)
+{
+        size_t m = 99;
+        json_t *o = tsr_kube_cache_instancetype_by_entrance(W.cache, lq, &m);
+
+        if (want) {
+                assert_non_null(o);
+                assert_string_equal(
+                    json_string_value(json_object_get(json_object_get(o, "metadata"), "name")),
+                    want);
+        } else {
+                assert_null(o);
+        }
+        json_decref(o);
+        return m;
+}
+
+static void test_entrance(void **state)
+{
+        size_t before;
+
+        (void)state;
+        assert_int_equal(entrance("nobody", NULL), 0);
+        assert_int_equal(entrance("team-a-lq", "alpha"), 1);
+        json_decref(tsr_kube_cache_instancetype_by_entrance(W.cache, "team-a-lq", NULL));
+
+        patch_it("beta", "{\"metadata\":{\"labels\":{\"schedule.gpustack.ai/queue-entrance\":"
+                         "\"team-a-lq\"}}}");
+        EVENTUALLY(
+            (json_decref(tsr_kube_cache_instancetype_by_entrance(W.cache, "team-a-lq", &before)),
+             before == 2),
+            "a second InstanceType with the same entrance label");
+        assert_int_equal(entrance("team-a-lq", NULL), 2);
+
+        patch_it("alpha", "{\"metadata\":{\"labels\":{\"schedule.gpustack.ai/queue-entrance\":"
+                          "null}}}");
+        EVENTUALLY(
+            (json_decref(tsr_kube_cache_instancetype_by_entrance(W.cache, "team-a-lq", &before)),
+             before == 1),
+            "alpha loses the label");
+        assert_int_equal(entrance("team-a-lq", "beta"), 1);
+        assert_null(tsr_kube_cache_instancetype_by_entrance(W.cache, NULL, &before));
+        assert_int_equal(before, 0);
+}
+
+static void test_bookmarks(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
+        long rv;
+
+        (void)state;
+        create_cq("cq3"); /* moves the global resourceVersion; no InstanceType event */
+        rv = fake_stat(&W.fake, "rv");
+        EVENTUALLY(rv_is(TSR_KUBE_CACHE_INSTANCETYPES, rv),
+                   "a BOOKMARK moves the InstanceType watcher to the ClusterQueue's version");
+        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).bookmarks > s0.bookmarks);
+        assert_int_equal(stats(TSR_KUBE_CACHE_INSTANCETYPES).events, s0.events);
+
+        /* Resuming from a bookmark needs no list even after a compaction at that version. */
+        json_decref(fake_control(&W.fake, "compact", NULL));
+        json_decref(fake_control(&W.fake, "drop", NULL));
+        EVENTUALLY(stats(TSR_KUBE_CACHE_INSTANCETYPES).watches > s0.watches + 0 &&
+                       fake_stat(&W.fake, "active_watches") == TSR_KUBE_CACHE_N_RESOURCES,
+                   "the watches reconnect");
+        create_it("epsilon", NULL, 1);
+        EVENTUALLY(has_it("epsilon"), "a change after the reconnect");
+        assert_int_equal(stats(TSR_KUBE_CACHE_INSTANCETYPES).relists_gone, 0);
+}
+
+/* Holds watches, cuts them, changes objects, compacts, releases: every watcher gets a 410. */
+static void compaction_round(const char *mode, const char *add, const char *del)
+{
+        struct tsr_kube_cache_stats s0[TSR_KUBE_CACHE_N_RESOURCES];
+        char body[64];
+
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
+                s0[r] = stats((enum tsr_kube_cache_resource)r);
+        snprintf(body, sizeof(body), "{\"mode\":\"%s\"}", mode);
+        json_decref(fake_control(&W.fake, "watch410", body));
+        json_decref(fake_control(&W.fake, "pause", "{\"paused\":true}"));
+        json_decref(fake_control(&W.fake, "drop", NULL));
+        EVENTUALLY(fake_stat(&W.fake, "active_watches") == 0, "the watches are cut");
+        create_it(add, NULL, 1);
+        delete_it(del);
+        patch_it("delta", "{\"spec\":{\"n\":42}}");
+        create_cq("cq-during");
+        json_decref(fake_control(&W.fake, "compact", NULL));
+        json_decref(fake_control(&W.fake, "pause", "{\"paused\":false}"));
+
+        EVENTUALLY(has_it(add) && !has_it(del) && it_n("delta") == 42,
+                   "the cache converges after the 410 re-list");
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
+                EVENTUALLY(stats((enum tsr_kube_cache_resource)r).relists_gone ==
+                               s0[r].relists_gone + 1,
+                           "each watcher re-lists once after its 410");
+        EVENTUALLY(has_cq("cq-during"), "ClusterQueues converge");
+        delete_it(add);
+        patch_it("delta", "{\"spec\":{\"n\":1}}");
+        fake_delete(&W.fake, CQ_PATH "/cq-during");
+        json_decref(fake_control(&W.fake, "watch410", "{\"mode\":\"event\"}"));
+        EVENTUALLY(!has_it(add) && it_n("delta") == 1, "the cache follows after the re-list");
+}
+
+static void test_compaction_event(void **state)
+{
+        (void)state;
+        compaction_round("event", "zeta", "epsilon");
+}
+
+static void test_compaction_http(void **state)
+{
+        (void)state;
+        create_it("eta", NULL, 1);
+        compaction_round("http", "theta", "eta");
+}
+
+static void test_expire_mid_stream(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
+
+        (void)state;
+        json_decref(fake_control(&W.fake, "expire", NULL));
+        EVENTUALLY(stats(TSR_KUBE_CACHE_INSTANCETYPES).relists_gone == s0.relists_gone + 1,
+                   "an ERROR 410 on a live watch re-lists");
+        create_it("iota", NULL, 1);
+        EVENTUALLY(has_it("iota"), "the cache follows after the re-list");
+}
+
+static void test_dropped_watch(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
+        long dropped = fake_stat(&W.fake, "dropped");
+
+        (void)state;
+        json_decref(fake_control(&W.fake, "drop", NULL));
+        EVENTUALLY(fake_stat(&W.fake, "dropped") >= dropped + 3, "three watches dropped");
+        create_it("kappa", NULL, 1);
+        EVENTUALLY(has_it("kappa"), "a change after the reconnect");
+        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).watches > s0.watches);
+        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).watch_failures > s0.watch_failures);
+        assert_int_equal(stats(TSR_KUBE_CACHE_INSTANCETYPES).lists, s0.lists);
+}
+
+static void test_failures_backoff(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_CLUSTERQUEUES);
+
+        (void)state;
+        json_decref(fake_control(&W.fake, "fail",
+                                 "{\"status\":500,\"count\":3,\"match\":\"clusterqueues\"}"));
+        json_decref(fake_control(&W.fake, "drop", NULL));
+        EVENTUALLY(stats(TSR_KUBE_CACHE_CLUSTERQUEUES).watch_failures >= s0.watch_failures + 4,
+                   "the cut and three 500s count as failures");
+        create_cq("cq-after-500");
+        EVENTUALLY(has_cq("cq-after-500"), "the ClusterQueue watcher recovers");
+        assert_non_null(strstr(stats(TSR_KUBE_CACHE_CLUSTERQUEUES).last_error, "500"));
+}
+
+static void test_token_rotation(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
+        long failures0 = fake_stat(&W.fake, "auth_failures");
+
+        (void)state;
+        json_decref(fake_control(&W.fake, "token", "{\"tokens\":[\"t2\",\"" FAKE_CTL_TOKEN "\"]}"));
+        json_decref(fake_control(&W.fake, "drop", NULL));
+        EVENTUALLY(fake_stat(&W.fake, "auth_failures") >= failures0 + 3,
+                   "reconnects with the old token are refused");
+        create_it("lambda", NULL, 1);
+        sleep_ms(100);
+        assert_false(has_it("lambda"));
+        assert_non_null(strstr(stats(TSR_KUBE_CACHE_INSTANCETYPES).last_error, "401"));
+
+        fake_write_file(W.dir, "token", "t2\n");
+        EVENTUALLY(has_it("lambda"), "the cache recovers with the rotated token");
+        EVENTUALLY(fake_stat(&W.fake, "active_watches") == TSR_KUBE_CACHE_N_RESOURCES,
+                   "every watcher watches again");
+        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).watch_failures > s0.watch_failures);
+}
+
+static long time_free(struct tsr_kube_cache *c)
+{
+        long t0 = now_ms();
+
+        tsr_kube_cache_free(c);
+        return now_ms() - t0;
+}
+
+static void test_shutdown(void **state)
+{
+        struct tsr_kube_cache *c;
+        long ms;
+
+        (void)state;
+        /* Watches open and idle. */
+        start_cache(&c);
+        assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
+        sleep_ms(100);
+        ms = time_free(c);
+        print_message("# free with open watches: %ld ms\n", ms);
+        assert_true(ms < 500);
+
+        /* Watch requests held by the server (no response yet). */
+        start_cache(&c);
+        assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
+        json_decref(fake_control(&W.fake, "pause", "{\"paused\":true}"));
+        json_decref(fake_control(&W.fake, "expire", NULL));
+        sleep_ms(200);
+        ms = time_free(c);
+        json_decref(fake_control(&W.fake, "pause", "{\"paused\":false}"));
+        print_message("# free with held watch requests: %ld ms\n", ms);
+        assert_true(ms < 500);
+
+        /* The main cache, then the server gone: free during connect failures and backoff. */
+        tsr_kube_cache_free(W.cache);
+        W.cache = NULL;
+        start_cache(&W.cache);
+        assert_true(tsr_kube_cache_wait_synced(W.cache, WAIT_MS));
+        fake_stop(&W.fake);
+        sleep_ms(300);
+        assert_true(tsr_kube_cache_synced(W.cache)); /* stays synced, serves the last state */
+        assert_true(has_it("lambda"));
+        ms = time_free(W.cache);
+        W.cache = NULL;
+        print_message("# free while the server is gone: %ld ms\n", ms);
+        assert_true(ms < 500);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_initial_sync),      cmocka_unit_test(test_events),
+            cmocka_unit_test(test_entrance),          cmocka_unit_test(test_bookmarks),
+            cmocka_unit_test(test_compaction_event),  cmocka_unit_test(test_compaction_http),
+            cmocka_unit_test(test_expire_mid_stream), cmocka_unit_test(test_dropped_watch),
+            cmocka_unit_test(test_failures_backoff),  cmocka_unit_test(test_token_rotation),
+            cmocka_unit_test(test_shutdown),
+        };
+
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
