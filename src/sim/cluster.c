@@ -29,7 +29,7 @@ void tsr_cluster_init(struct tsr_cluster *c)
 {
         memset(c, 0, sizeof(*c));
         c->next_pass = SIM_RECLAIM_PERIOD;
-        c->workload_fit_affinity = true;
+        tsr_settings_defaults(&c->settings);
 }
 
 static void workload_release(struct sim_workload *w)
@@ -54,38 +54,22 @@ void tsr_cluster_release(struct tsr_cluster *c)
         tsr_cluster_init(c);
 }
 
-/* The upstream settings (spec/upstream-behavior.md §12) and their defaults. */
-static const struct {
-        const char *name;
-        bool value;
-} settings[] = {
-    {"workload-fit-affinity", true},
-    {"instance-type-derived-from-node", true},
-    {"instance-type-drain-when-no-flavors", true},
-    {"instance-type-aware-cpu-manufacturer", false},
-    {"instance-type-mixed-on-node", true},
-    {"node-management-manual", false},
-    {"instance-general-resources-overcommit", true},
-};
-
 int tsr_cluster_setting(struct tsr_cluster *c, const char *name, json_t *value,
                         struct tsr_diag *diag)
 {
-        for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
-                if (strcmp(settings[i].name, name))
-                        continue;
-                if (!json_is_boolean(value))
-                        return tsr_diag_set(diag, TSR_EINVAL, "setting \"%s\" takes true or false",
-                                            name);
-                if (!strcmp(name, "workload-fit-affinity"))
-                        c->workload_fit_affinity = json_is_true(value);
-                else if (json_is_true(value) != settings[i].value)
-                        return tsr_diag_set(diag, TSR_EINVAL,
-                                            "setting \"%s\" is only simulated at its default, %s",
-                                            name, settings[i].value ? "true" : "false");
-                return 0;
-        }
-        return tsr_diag_set(diag, TSR_EINVAL, "unknown setting \"%s\"", name);
+        int s = tsr_setting_find(name);
+
+        if (s < 0)
+                return tsr_diag_set(diag, TSR_EINVAL, "unknown setting \"%s\"", name);
+        if (!json_is_boolean(value))
+                return tsr_diag_set(diag, TSR_EINVAL, "setting \"%s\" takes true or false", name);
+        if (s != TSR_SETTING_WORKLOAD_FIT_AFFINITY &&
+            json_is_true(value) != tsr_setting_default((enum tsr_setting)s))
+                return tsr_diag_set(diag, TSR_EINVAL,
+                                    "setting \"%s\" is only simulated at its default, %s", name,
+                                    tsr_setting_default((enum tsr_setting)s) ? "true" : "false");
+        c->settings.value[s] = json_is_true(value);
+        return 0;
 }
 
 int tsr_cluster_node(const struct tsr_cluster *c, const char *name)

@@ -29,6 +29,7 @@
 #include "core/admit.h"
 #include "core/capability.h"
 #include "core/ledger.h"
+#include "core/settings.h"
 #include "core/node_keys.h"
 #include "core/views.h"
 #include "nvml/fake.h"
@@ -163,8 +164,8 @@ struct tsr_cluster {
         int64_t now;       /* virtual seconds since the run started */
         int64_t next_pass; /* next periodic reclaim pass */
         unsigned uid_seq;
-        unsigned ip_seq;            /* Pods bound so far: the host part of the next Pod IP */
-        bool workload_fit_affinity; /* setting workload-fit-affinity */
+        unsigned ip_seq;              /* Pods bound so far: the host part of the next Pod IP */
+        struct tsr_settings settings; /* the Settings (only workload-fit-affinity varies) */
 };
 
 /* One accelerator pool: an InstanceType (and its ClusterQueue) derived from nodes. */

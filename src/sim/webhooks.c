@@ -83,12 +83,16 @@ static json_t *lookup_clusterqueue(void *ctx, const char *name)
 
 static struct tsr_webhook_lookup lookup_of(struct tsr_cluster *c)
 {
-        return (struct tsr_webhook_lookup){c,
-                                           lookup_instancetype,
-                                           lookup_by_entrance,
-                                           lookup_localqueue,
-                                           lookup_clusterqueue,
-                                           c->workload_fit_affinity};
+        struct tsr_webhook_lookup l;
+
+        tsr_webhook_lookup_init(&l);
+        l.ctx = c;
+        l.instancetype = lookup_instancetype;
+        l.instancetype_by_entrance = lookup_by_entrance;
+        l.localqueue = lookup_localqueue;
+        l.clusterqueue = lookup_clusterqueue;
+        l.settings = c->settings;
+        return l;
 }
 
 /* ---- the API server's half ----------------------------------------------------------------- */
