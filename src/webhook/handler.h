@@ -20,10 +20,17 @@
 #include <stddef.h>
 
 #include "codec/admission_review.h"
+#include "core/settings.h"
 
 struct tsr_diag;
 
-/* What a handler may read of the cluster: the webhook's watch cache, or a test's fixtures. */
+#define TSR_SYSTEM_NAMESPACE_DEFAULT "gpustack-system"
+
+/*
+ * What a handler may read of the cluster: the webhook's watch cache, the simulator's cluster, or
+ * a test's fixtures. A NULL reader means "this process cannot read that kind", which a handler
+ * that needs it reports as an error (HTTP 500) rather than as the object's absence.
+ */
 struct tsr_webhook_lookup {
         void *ctx;
         json_t *(*instancetype)(void *ctx, const char *name);
@@ -31,8 +38,17 @@ struct tsr_webhook_lookup {
         json_t *(*instancetype_by_entrance)(void *ctx, const char *lq, size_t *matches);
         json_t *(*localqueue)(void *ctx, const char *ns, const char *name);
         json_t *(*clusterqueue)(void *ctx, const char *name);
-        bool workload_fit_affinity; /* the setting workload-fit-affinity */
+        /* worker.gpustack.ai/v1alpha1 KVCachePoolBinding (namespaced), KVCachePool, KVCacheBackend
+         */
+        json_t *(*kvcache_binding)(void *ctx, const char *ns, const char *name);
+        json_t *(*kvcache_pool)(void *ctx, const char *name);
+        json_t *(*kvcache_backend)(void *ctx, const char *name);
+        struct tsr_settings settings; /* the Settings the handlers read */
+        const char *system_namespace; /* the operator's namespace; NULL: the default */
 };
+
+/* Fills *l with no readers, every Setting at its default and the default namespace. */
+void tsr_webhook_lookup_init(struct tsr_webhook_lookup *l);
 
 /*
  * A handler fills *verdict (zeroed by the caller, allowed false) and returns 0, or returns an

@@ -48,7 +48,7 @@ static json_t *pinning_instancetype(const struct tsr_webhook_lookup *lookup,
             json_string_value(json_object_get(json_object_get(w, "metadata"), "namespace"));
         const char *cq_name, *mark, *group;
 
-        if (!lookup->workload_fit_affinity || !queue ||
+        if (!lookup->settings.value[TSR_SETTING_WORKLOAD_FIT_AFFINITY] || !queue ||
             strncmp(queue, ENTRANCE_PREFIX, strlen(ENTRANCE_PREFIX)))
                 return NULL;
         if (!strcmp(review->operation, "UPDATE") &&
