@@ -5,6 +5,7 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
+#include "cli/webhook_cmd.h"
 #include "sim/scenario.h"
 
 #include <stdio.h>
@@ -18,6 +19,7 @@ static void usage(FILE *f)
         fputs("usage: tessera <command> [args]\n\n"
               "commands:\n"
               "  sim FILE.yaml   run a scenario against a virtual cluster (SCENARIOS.md)\n"
+              "  webhook [opts]  serve the admission webhooks over HTTPS (tessera webhook --help)\n"
               "  help            show this text\n",
               f);
 }
@@ -76,6 +78,8 @@ int main(int argc, char **argv)
         }
         if (!strcmp(argv[1], "sim"))
                 return cmd_sim(argc - 1, argv + 1);
+        if (!strcmp(argv[1], "webhook"))
+                return cli_webhook(argc - 1, argv + 1);
         if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
                 usage(stdout);
                 return 0;

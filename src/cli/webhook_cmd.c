@@ -1,0 +1,421 @@
+/*
+ * webhook_cmd.c - `tessera webhook`: flags and environment into a server config, the API server
+ * client and its watch cache, then the HTTPS server until SIGTERM or SIGINT.
+ *
+ * Settings are seeded from GPUSTACK_<UPPER_SNAKE> environment variables (core/settings.h), then
+ * overridden by --setting NAME=VALUE. A bad flag, setting or certificate is reported on stderr
+ * with exit status 2 before anything listens.
+ */
+#include "cli/webhook_cmd.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "core/settings.h"
+#include "kube/cache.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/kubeconfig.h"
+#include "webhook/cache_lookup.h"
+#include "webhook/log.h"
+#include "webhook/routes.h"
+#include "webhook/server.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* controller-runtime's defaults, so manifests written for it work unchanged. */
+#define DEFAULT_CERT_DIR "/tmp/k8s-webhook-server/serving-certs"
+
+struct options {
+        struct tsr_webhook_server_config server;
+        const char *kubeconfig, *context;
+        unsigned shutdown_delay_ms, shutdown_grace_ms;
+        struct tsr_settings settings;
+        const char *system_namespace;
+        bool list_routes;
+};
+
+static void usage(FILE *f)
+{
+        fputs(
+            "usage: tessera webhook [options]\n\n"
+            "Serves the admission webhooks over HTTPS (docs/webhook.md).\n\n"
+            "  --cert-file PATH        serving certificate chain, PEM (default " DEFAULT_CERT_DIR
+            "/tls.crt)\n"
+            "  --key-file PATH         its private key, PEM (default " DEFAULT_CERT_DIR
+            "/tls.key)\n"
+            "  --port N                webhook port (default 9443; 0 picks a free one)\n"
+            "  --bind ADDR             listen on this IPv4/IPv6 address only (default: all)\n"
+            "  --probe-port N          plain-HTTP /healthz /readyz /metrics (default 8081;\n"
+            "                          -1 turns it off, 0 picks a free one)\n"
+            "  --threads N             worker threads, 1..256 (default: CPUs, at most 16)\n"
+            "  --max-body BYTES        largest review accepted (default 7340032)\n"
+            "  --idle-timeout DURATION close idle keep-alive connections (default 90s)\n"
+            "  --kubeconfig PATH       API server config (default: in-cluster, then $KUBECONFIG,\n"
+            "                          then ~/.kube/config)\n"
+            "  --context NAME          kubeconfig context (default: current-context)\n"
+            "  --system-namespace NS   the operator's namespace (default\n"
+            "                          $KUBERNETES_POD_NAMESPACE, else gpustack-system)\n"
+            "  --setting NAME=VALUE    a Setting (overrides its GPUSTACK_* variable); repeatable\n"
+            "  --shutdown-delay DURATION  report not-ready this long before draining (default "
+            "2s)\n"
+            "  --shutdown-grace DURATION  wait this long for reviews in flight (default 10s)\n"
+            "  --log-level LEVEL       debug, info, warn or error (default info)\n"
+            "  --list-routes           print the webhook paths and names, then exit\n",
+            f);
+}
+
+/* Parses an unsigned number within [min, max]; returns 0 or -1. */
+static int parse_number(const char *text, long long min, long long max, long long *out)
+{
+        char *end;
+        long long v;
+
+        errno = 0;
+        v = strtoll(text, &end, 10);
+        if (errno || end == text || *end || v < min || v > max)
+                return -1;
+        *out = v;
+        return 0;
+}
+
+/* Parses a duration "250ms", "2s", "1m" or a bare number of seconds into milliseconds. */
+static int parse_duration(const char *text, unsigned *ms)
+{
+        char *end;
+        unsigned long long v;
+        unsigned long long scale = 1000;
+
+        errno = 0;
+        if (*text < '0' || *text > '9')
+                return -1;
+        v = strtoull(text, &end, 10);
+        if (errno)
+                return -1;
+        if (!strcmp(end, "ms"))
+                scale = 1;
+        else if (!strcmp(end, "m"))
+                scale = 60000;
+        else if (*end && strcmp(end, "s"))
+                return -1;
+        if (v > UINT_MAX / scale)
+                return -1;
+        *ms = (unsigned)(v * scale);
+        return 0;
+}
+
+static int parse_setting(struct options *o, const char *arg)
+{
+        const char *eq = strchr(arg, '=');
+        char name[128];
+        struct tsr_diag diag;
+        int s;
+
+        if (!eq || (size_t)(eq - arg) >= sizeof(name)) {
+                fprintf(stderr, "tessera webhook: --setting takes NAME=VALUE, got \"%s\"\n", arg);
+                return -1;
+        }
+        memcpy(name, arg, (size_t)(eq - arg));
+        name[eq - arg] = '\0';
+        s = tsr_setting_find(name);
+        if (s < 0) {
+                fprintf(stderr, "tessera webhook: unknown setting \"%s\"\n", name);
+                return -1;
+        }
+        if (tsr_setting_parse((enum tsr_setting)s, eq + 1, &o->settings.value[s], &diag)) {
+                fprintf(stderr, "tessera webhook: %s\n", diag.msg);
+                return -1;
+        }
+        return 0;
+}
+
+/* Seeds the Settings from their GPUSTACK_* variables. */
+static int settings_from_env(struct tsr_settings *settings)
+{
+        tsr_settings_defaults(settings);
+        for (int s = 0; s < TSR_N_SETTINGS; s++) {
+                const char *v = getenv(tsr_setting_env((enum tsr_setting)s));
+                struct tsr_diag diag;
+
+                if (v && *v &&
+                    tsr_setting_parse((enum tsr_setting)s, v, &settings->value[s], &diag)) {
+                        fprintf(stderr, "tessera webhook: %s: %s\n",
+                                tsr_setting_env((enum tsr_setting)s), diag.msg);
+                        return -1;
+                }
+        }
+        return 0;
+}
+
+static int parse_log_level(const char *text)
+{
+        static const char *const names[] = {"debug", "info", "warn", "error"};
+
+        for (int i = 0; i < 4; i++)
+                if (!strcmp(text, names[i])) {
+                        tsr_log_set_level((enum tsr_log_level)i);
+                        return 0;
+                }
+        return -1;
+}
+
+static unsigned default_threads(void)
+{
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+        return n < 1 ? 1 : n > 16 ? 16 : (unsigned)n;
+}
+
+enum {
+        OPT_CERT = 256,
+        OPT_KEY,
+        OPT_PORT,
+        OPT_BIND,
+        OPT_PROBE,
+        OPT_THREADS,
+        OPT_MAX_BODY,
+        OPT_IDLE,
+        OPT_KUBECONFIG,
+        OPT_CONTEXT,
+        OPT_NAMESPACE,
+        OPT_SETTING,
+        OPT_DELAY,
+        OPT_GRACE,
+        OPT_LOG_LEVEL,
+        OPT_LIST,
+        OPT_HELP,
+};
+
+static const struct option long_options[] = {
+    {"cert-file", required_argument, NULL, OPT_CERT},
+    {"key-file", required_argument, NULL, OPT_KEY},
+    {"port", required_argument, NULL, OPT_PORT},
+    {"bind", required_argument, NULL, OPT_BIND},
+    {"probe-port", required_argument, NULL, OPT_PROBE},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"max-body", required_argument, NULL, OPT_MAX_BODY},
+    {"idle-timeout", required_argument, NULL, OPT_IDLE},
+    {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+    {"context", required_argument, NULL, OPT_CONTEXT},
+    {"system-namespace", required_argument, NULL, OPT_NAMESPACE},
+    {"setting", required_argument, NULL, OPT_SETTING},
+    {"shutdown-delay", required_argument, NULL, OPT_DELAY},
+    {"shutdown-grace", required_argument, NULL, OPT_GRACE},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"list-routes", no_argument, NULL, OPT_LIST},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Applies one option; returns 0, 1 (help printed) or -1 with the fault on stderr. */
+static int apply_option(struct options *o, int opt, const char *arg)
+{
+        long long v;
+        unsigned ms;
+
+        switch (opt) {
+        case OPT_CERT:
+                o->server.cert_file = arg;
+                return 0;
+        case OPT_KEY:
+                o->server.key_file = arg;
+                return 0;
+        case OPT_PORT:
+                if (parse_number(arg, 0, 65535, &v))
+                        break;
+                o->server.port = (unsigned)v;
+                return 0;
+        case OPT_BIND:
+                o->server.bind = arg;
+                return 0;
+        case OPT_PROBE:
+                if (parse_number(arg, -1, 65535, &v))
+                        break;
+                o->server.probe_port = (int)v;
+                return 0;
+        case OPT_THREADS:
+                if (parse_number(arg, 1, 256, &v))
+                        break;
+                o->server.threads = (unsigned)v;
+                return 0;
+        case OPT_MAX_BODY:
+                if (parse_number(arg, 1, (long long)1 << 30, &v))
+                        break;
+                o->server.max_body = (size_t)v;
+                return 0;
+        case OPT_IDLE:
+                if (parse_duration(arg, &ms) || ms < 1000)
+                        break;
+                o->server.idle_timeout_s = ms / 1000;
+                return 0;
+        case OPT_KUBECONFIG:
+                o->kubeconfig = arg;
+                return 0;
+        case OPT_CONTEXT:
+                o->context = arg;
+                return 0;
+        case OPT_NAMESPACE:
+                o->system_namespace = arg;
+                return 0;
+        case OPT_SETTING:
+                return parse_setting(o, arg);
+        case OPT_DELAY:
+                if (parse_duration(arg, &o->shutdown_delay_ms))
+                        break;
+                return 0;
+        case OPT_GRACE:
+                if (parse_duration(arg, &o->shutdown_grace_ms))
+                        break;
+                return 0;
+        case OPT_LOG_LEVEL:
+                if (parse_log_level(arg))
+                        break;
+                return 0;
+        case OPT_LIST:
+                o->list_routes = true;
+                return 0;
+        case OPT_HELP:
+                usage(stdout);
+                return 1;
+        default:
+                usage(stderr);
+                return -1;
+        }
+        for (const struct option *lo = long_options; lo->name; lo++)
+                if (lo->val == opt)
+                        fprintf(stderr, "tessera webhook: invalid --%s \"%s\"\n", lo->name, arg);
+        return -1;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+        const char *ns = getenv("KUBERNETES_POD_NAMESPACE");
+        int opt, rc;
+
+        memset(o, 0, sizeof(*o));
+        o->server.cert_file = DEFAULT_CERT_DIR "/tls.crt";
+        o->server.key_file = DEFAULT_CERT_DIR "/tls.key";
+        o->server.port = 9443;
+        o->server.probe_port = 8081;
+        o->server.threads = default_threads();
+        o->server.max_body = TSR_WEBHOOK_MAX_BODY_DEFAULT;
+        o->server.idle_timeout_s = 90;
+        o->shutdown_delay_ms = 2000;
+        o->shutdown_grace_ms = 10000;
+        o->system_namespace = ns && *ns ? ns : "gpustack-system";
+        if (settings_from_env(&o->settings))
+                return -1;
+        optind = 1;
+        while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+                rc = apply_option(o, opt == 'h' ? OPT_HELP : opt, optarg);
+                if (rc)
+                        return rc;
+        }
+        if (optind < argc) {
+                fprintf(stderr, "tessera webhook: unexpected argument \"%s\"\n", argv[optind]);
+                return -1;
+        }
+        return 0;
+}
+
+static void list_routes(void)
+{
+        for (size_t i = 0; i < tsr_webhook_n_routes; i++) {
+                const struct tsr_webhook_route *r = &tsr_webhook_routes[i];
+
+                printf("%s\t%s\t%s\t%s/%s\t%s\n", r->mutating ? "mutating" : "validating", r->path,
+                       r->name, r->group[0] ? r->group : "core", r->version, r->kind);
+        }
+}
+
+static int load_config(const struct options *o, struct tsr_kube_config *cfg, struct tsr_diag *diag)
+{
+        if (o->kubeconfig)
+                return tsr_kube_kubeconfig_load(cfg, o->kubeconfig, o->context, diag);
+        return tsr_kube_config_load(cfg, o->context, diag);
+}
+
+/* Blocks the signals that end the server; they are then taken with sigwait. */
+static void block_signals(sigset_t *set)
+{
+        sigemptyset(set);
+        sigaddset(set, SIGTERM);
+        sigaddset(set, SIGINT);
+        pthread_sigmask(SIG_BLOCK, set, NULL);
+        signal(SIGPIPE, SIG_IGN);
+}
+
+static int serve(struct options *o, struct tsr_kube_client *client)
+{
+        struct tsr_cache_lookup source = {NULL, o->settings, o->system_namespace};
+        struct tsr_webhook_server *server = NULL;
+        struct tsr_diag diag;
+        char port[16], probe[16];
+        sigset_t set;
+        int rc, sig = 0;
+
+        block_signals(&set);
+        tsr_diag_clear(&diag);
+        rc = tsr_kube_cache_new(client, &source.cache, &diag);
+        if (rc) {
+                fprintf(stderr, "tessera webhook: %s\n", diag.msg);
+                return 1;
+        }
+        o->server.routes = tsr_webhook_routes;
+        o->server.n_routes = tsr_webhook_n_routes;
+        o->server.lookup = tsr_cache_lookup_fill;
+        o->server.ready = tsr_cache_lookup_ready;
+        o->server.ctx = &source;
+        rc = tsr_webhook_server_start(&o->server, &server, &diag);
+        if (rc) {
+                fprintf(stderr, "tessera webhook: %s\n", diag.msg);
+                tsr_kube_cache_free(source.cache);
+                return rc == TSR_ENOMEM ? 1 : 2;
+        }
+        snprintf(port, sizeof(port), "%u", tsr_webhook_server_port(server));
+        snprintf(probe, sizeof(probe), "%u", tsr_webhook_server_probe_port(server));
+        tsr_log(TSR_LOG_INFO, "listening", "port", port, "probe_port", probe, NULL);
+        sigwait(&set, &sig);
+        tsr_log(TSR_LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                NULL);
+        tsr_webhook_server_stop(server, o->shutdown_delay_ms, o->shutdown_grace_ms);
+        tsr_kube_cache_free(source.cache);
+        tsr_log(TSR_LOG_INFO, "stopped", NULL);
+        return 0;
+}
+
+int cli_webhook(int argc, char **argv)
+{
+        struct options o;
+        struct tsr_kube_config cfg;
+        struct tsr_kube_client *client = NULL;
+        struct tsr_diag diag;
+        int rc = parse_options(argc, argv, &o);
+
+        if (rc)
+                return rc > 0 ? 0 : 2;
+        if (o.list_routes) {
+                list_routes();
+                return 0;
+        }
+        tsr_kube_config_init(&cfg);
+        tsr_diag_clear(&diag);
+        rc = load_config(&o, &cfg, &diag);
+        if (!rc)
+                rc = tsr_kube_client_new(&cfg, NULL, &client, &diag);
+        tsr_kube_config_release(&cfg);
+        if (rc) {
+                fprintf(stderr, "tessera webhook: %s\n", diag.msg);
+                return 2;
+        }
+        rc = serve(&o, client);
+        tsr_kube_client_free(client);
+        return rc;
+}

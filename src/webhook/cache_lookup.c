@@ -1,0 +1,81 @@
+/*
+ * cache_lookup.c - adapters from the handler lookup's void *ctx to the cache's typed calls.
+ */
+#include "webhook/cache_lookup.h"
+
+#include "kube/cache.h"
+
+#include <stdio.h>
+
+static json_t *instancetype(void *ctx, const char *name)
+{
+        return tsr_kube_cache_instancetype(ctx, name);
+}
+
+static json_t *instancetype_by_entrance(void *ctx, const char *lq, size_t *matches)
+{
+        return tsr_kube_cache_instancetype_by_entrance(ctx, lq, matches);
+}
+
+static json_t *localqueue(void *ctx, const char *ns, const char *name)
+{
+        return tsr_kube_cache_localqueue(ctx, ns, name);
+}
+
+static json_t *clusterqueue(void *ctx, const char *name)
+{
+        return tsr_kube_cache_clusterqueue(ctx, name);
+}
+
+static json_t *kvcache_binding(void *ctx, const char *ns, const char *name)
+{
+        return tsr_kube_cache_kvcache_binding(ctx, ns, name);
+}
+
+static json_t *kvcache_pool(void *ctx, const char *name)
+{
+        return tsr_kube_cache_kvcache_pool(ctx, name);
+}
+
+static json_t *kvcache_backend(void *ctx, const char *name)
+{
+        return tsr_kube_cache_kvcache_backend(ctx, name);
+}
+
+void tsr_cache_lookup_fill(void *ctx, struct tsr_webhook_lookup *lookup)
+{
+        struct tsr_cache_lookup *l = ctx;
+
+        tsr_webhook_lookup_init(lookup);
+        lookup->ctx = l->cache;
+        lookup->instancetype = instancetype;
+        lookup->instancetype_by_entrance = instancetype_by_entrance;
+        lookup->localqueue = localqueue;
+        lookup->clusterqueue = clusterqueue;
+        lookup->kvcache_binding = kvcache_binding;
+        lookup->kvcache_pool = kvcache_pool;
+        lookup->kvcache_backend = kvcache_backend;
+        lookup->settings = l->settings;
+        lookup->system_namespace = l->system_namespace;
+}
+
+bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len)
+{
+        struct tsr_cache_lookup *l = ctx;
+
+        if (tsr_kube_cache_synced(l->cache))
+                return true;
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                struct tsr_kube_cache_stats st;
+
+                tsr_kube_cache_stats(l->cache, (enum tsr_kube_cache_resource)r, &st);
+                if (!st.synced) {
+                        snprintf(why, why_len, "waiting for the first list of %s%s%s",
+                                 tsr_kube_cache_resource_name((enum tsr_kube_cache_resource)r),
+                                 st.last_error[0] ? ": " : "", st.last_error);
+                        return false;
+                }
+        }
+        snprintf(why, why_len, "waiting for the cache to sync");
+        return false;
+}

@@ -1,0 +1,33 @@
+/*
+ * cache_lookup.h - what `tessera webhook`'s handlers read of the cluster: the kube watch cache
+ * (kube/cache.h) behind the handler lookup (handler.h), plus the Settings and the operator's
+ * namespace the process was started with. Also the server's readiness: the cache has completed
+ * its first list of every resource.
+ *
+ * Ownership: the source borrows the cache and settings (they outlive it). Thread-safe: the
+ * cache is, and the rest is read-only after setup.
+ */
+#ifndef TSR_WEBHOOK_CACHE_LOOKUP_H
+#define TSR_WEBHOOK_CACHE_LOOKUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/settings.h"
+#include "webhook/handler.h"
+
+struct tsr_kube_cache;
+
+struct tsr_cache_lookup {
+        struct tsr_kube_cache *cache;
+        struct tsr_settings settings;
+        const char *system_namespace;
+};
+
+/* The server's lookup callback (server.h); ctx is a struct tsr_cache_lookup. */
+void tsr_cache_lookup_fill(void *ctx, struct tsr_webhook_lookup *lookup);
+
+/* The server's ready callback: true once the cache has synced, else why names what it waits on. */
+bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len);
+
+#endif

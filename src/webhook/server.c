@@ -1,0 +1,507 @@
+/*
+ * server.c - libmicrohttpd glue: per-request state accumulates the body, the completion callback
+ * frees it, an atomic count of reviews in flight lets shutdown drain.
+ *
+ * Invariants: a struct request exists exactly for a POST to a route that passed the method,
+ * media-type and length checks; it is counted in in_flight from creation to the completion
+ * callback. Responses are built from malloc'd bodies that libmicrohttpd frees.
+ */
+#include "webhook/server.h"
+
+#include "base/buf.h"
+#include "base/diag.h"
+#include "base/err.h"
+#include "webhook/log.h"
+#include "webhook/metrics.h"
+#include "webhook/tls_store.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+/* TLS 1.2 and 1.3 only: the API server's Go client never offers less. */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+struct listener {
+        struct tsr_webhook_server *server;
+        struct MHD_Daemon *daemon;
+        bool tls;
+        unsigned port;
+};
+
+struct tsr_webhook_server {
+        struct tsr_webhook_server_config cfg;
+        struct tsr_tls_store *tls;
+        struct tsr_metrics *metrics;
+        const char **names;
+        struct listener webhooks, probes;
+        atomic_int in_flight;
+        atomic_bool stopping;
+};
+
+struct request {
+        const struct tsr_webhook_route *route;
+        struct tsr_buf body;
+        bool too_big;
+        struct timespec start;
+};
+
+static double seconds_since(const struct timespec *start)
+{
+        struct timespec now;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* Queues body (malloc'd, taken) with status and content_type; NULL body answers 500 empty. */
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *body,
+                             const char *content_type)
+{
+        struct MHD_Response *resp;
+        enum MHD_Result ok;
+
+        if (!body) {
+                status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+                resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        } else {
+                resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+        }
+        if (!resp) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "POST");
+        ok = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        return ok;
+}
+
+static enum MHD_Result reply_status(struct MHD_Connection *c, unsigned status, const char *message)
+{
+        return reply(c, status, tsr_webhook_status_body((int)status, message), "application/json");
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text)
+{
+        return reply(c, status, strdup(text), "text/plain; charset=utf-8");
+}
+
+static size_t route_index(const struct tsr_webhook_server *s, const struct tsr_webhook_route *r)
+{
+        return (size_t)(r - s->cfg.routes);
+}
+
+static const struct tsr_webhook_route *find_route(const struct tsr_webhook_server *s,
+                                                  const char *url)
+{
+        for (size_t i = 0; i < s->cfg.n_routes; i++)
+                if (!strcmp(s->cfg.routes[i].path, url))
+                        return &s->cfg.routes[i];
+        return NULL;
+}
+
+static bool is_json(const char *content_type)
+{
+        static const char json[] = "application/json";
+        size_t n = sizeof(json) - 1;
+
+        return content_type && !strncasecmp(content_type, json, n) &&
+               (content_type[n] == '\0' || content_type[n] == ';' || content_type[n] == ' ');
+}
+
+static enum MHD_Result serve_readyz(struct tsr_webhook_server *s, struct MHD_Connection *c)
+{
+        char why[256] = "";
+
+        if (atomic_load(&s->stopping))
+                return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting down\n");
+        if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
+                char line[300];
+
+                snprintf(line, sizeof(line), "%s\n", why[0] ? why : "not ready");
+                return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, line);
+        }
+        return reply_text(c, MHD_HTTP_OK, "ok\n");
+}
+
+static enum MHD_Result serve_metrics(struct tsr_webhook_server *s, struct MHD_Connection *c)
+{
+        struct tsr_buf out = TSR_BUF_INIT;
+        char *text;
+
+        if (tsr_metrics_render(s->metrics, &out)) {
+                tsr_buf_release(&out);
+                return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "text/plain");
+        }
+        text = tsr_buf_detach(&out);
+        return reply(c, MHD_HTTP_OK, text, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+static enum MHD_Result serve_get(struct tsr_webhook_server *s, struct MHD_Connection *c,
+                                 const char *url, const char *method)
+{
+        if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+                return reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET");
+        if (!strcmp(url, "/healthz"))
+                return reply_text(c, MHD_HTTP_OK, "ok\n");
+        if (!strcmp(url, "/readyz"))
+                return serve_readyz(s, c);
+        return serve_metrics(s, c);
+}
+
+static void log_review(const struct tsr_webhook_route *route, const struct tsr_webhook_outcome *o,
+                       double seconds)
+{
+        char status[8], code[8], ms[24];
+        enum tsr_log_level level = TSR_LOG_INFO;
+
+        if (o->http_status == 200 && o->allowed)
+                level = TSR_LOG_DEBUG;
+        else if (o->http_status >= 500)
+                level = TSR_LOG_ERROR;
+        snprintf(status, sizeof(status), "%d", o->http_status);
+        snprintf(code, sizeof(code), "%d", o->code);
+        snprintf(ms, sizeof(ms), "%.3f", seconds * 1e3);
+        tsr_log(level, "review", "uid", o->uid, "webhook", route->name, "operation", o->operation,
+                "kind", o->kind, "namespace", o->ns, "name", o->name, "http", status, "allowed",
+                o->allowed ? "true" : "false", "code", code, "rule", o->rule, "patched",
+                o->patched ? "true" : "false", "error", o->error, "ms", ms, NULL);
+}
+
+/* The body is complete: answer the review. */
+static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Connection *c,
+                                    struct request *r)
+{
+        struct tsr_webhook_lookup lookup;
+        struct tsr_webhook_outcome o;
+        char *body = NULL, why[256] = "";
+        enum MHD_Result ok;
+        int rc;
+
+        if (r->too_big) {
+                char msg[96];
+
+                snprintf(msg, sizeof(msg), "the review exceeds %zu bytes", s->cfg.max_body);
+                tsr_metrics_observe(s->metrics, route_index(s, r->route), 413,
+                                    seconds_since(&r->start), false, NULL, false);
+                tsr_log(TSR_LOG_INFO, "review refused", "webhook", r->route->name, "http", "413",
+                        "error", msg, NULL);
+                return reply_status(c, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+        }
+        if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
+                char msg[300];
+
+                /* Answering from a cache that has not listed everything would deny wrongly. */
+                snprintf(msg, sizeof(msg), "not ready: %s", why);
+                tsr_metrics_observe(s->metrics, route_index(s, r->route), 503,
+                                    seconds_since(&r->start), false, NULL, false);
+                tsr_log(TSR_LOG_WARN, "review refused", "webhook", r->route->name, "http", "503",
+                        "error", msg, NULL);
+                return reply_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, msg);
+        }
+        memset(&lookup, 0, sizeof(lookup));
+        s->cfg.lookup(s->cfg.ctx, &lookup);
+        rc = tsr_webhook_dispatch(r->route, &lookup, r->body.ptr, r->body.len, &body, &o);
+        if (rc) {
+                memset(&o, 0, sizeof(o));
+                o.http_status = 500;
+                snprintf(o.error, sizeof(o.error), "%s", tsr_strerror(rc));
+                body = NULL;
+        }
+        ok = reply(c, (unsigned)o.http_status, body, "application/json");
+        tsr_metrics_observe(s->metrics, route_index(s, r->route), o.http_status,
+                            seconds_since(&r->start), o.http_status == 200 && !o.allowed, o.rule,
+                            o.patched);
+        log_review(r->route, &o, seconds_since(&r->start));
+        return ok;
+}
+
+/* The first call for a POST to a route: check what can be checked before the body arrives. */
+static enum MHD_Result begin_review(struct tsr_webhook_server *s, struct MHD_Connection *c,
+                                    const struct tsr_webhook_route *route, const char *method,
+                                    void **con_cls)
+{
+        const char *length;
+        struct request *r;
+
+        if (strcmp(method, MHD_HTTP_METHOD_POST))
+                return reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "admission reviews are POSTed");
+        if (!is_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
+                return reply_status(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
+                                    "the review must be sent as application/json");
+        length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (length && strtoull(length, NULL, 10) > s->cfg.max_body) {
+                char msg[96];
+
+                snprintf(msg, sizeof(msg), "the review exceeds %zu bytes", s->cfg.max_body);
+                tsr_metrics_observe(s->metrics, route_index(s, route), 413, 0, false, NULL, false);
+                return reply_status(c, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+        }
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return MHD_NO;
+        r->route = route;
+        tsr_buf_init(&r->body);
+        r->body.max = s->cfg.max_body + 1;
+        clock_gettime(CLOCK_MONOTONIC, &r->start);
+        atomic_fetch_add(&s->in_flight, 1);
+        *con_cls = r;
+        return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+        struct listener *l = cls;
+        struct tsr_webhook_server *s = l->server;
+        struct request *r = *con_cls;
+        const struct tsr_webhook_route *route;
+
+        (void)version;
+        if (r) {
+                if (*upload_data_size) {
+                        if (!r->too_big && tsr_buf_add(&r->body, upload_data, *upload_data_size))
+                                r->too_big = true;
+                        *upload_data_size = 0;
+                        return MHD_YES;
+                }
+                return serve_review(s, c, r);
+        }
+        if (!strcmp(url, "/healthz") || !strcmp(url, "/readyz") || !strcmp(url, "/metrics"))
+                return serve_get(s, c, url, method);
+        route = l->tls ? find_route(s, url) : NULL;
+        if (!route)
+                return reply_status(c, MHD_HTTP_NOT_FOUND, "no webhook is served at this path");
+        return begin_review(s, c, route, method, con_cls);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        struct listener *l = cls;
+        struct request *r = *con_cls;
+
+        (void)c;
+        (void)toe;
+        if (!r)
+                return;
+        tsr_buf_release(&r->body);
+        free(r);
+        *con_cls = NULL;
+        atomic_fetch_sub(&l->server->in_flight, 1);
+}
+
+static void on_mhd_error(void *cls, const char *fmt, va_list ap)
+{
+        char msg[512];
+        size_t n;
+
+        (void)cls;
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        n = strlen(msg);
+        while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+                msg[--n] = '\0';
+        tsr_log(TSR_LOG_WARN, "http", "detail", msg, NULL);
+}
+
+/* Fills *ss for bind (NULL: unset) and port; returns the address family, or -1 for a bad one. */
+static int bind_address(const char *bind, unsigned port, struct sockaddr_storage *ss)
+{
+        struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+
+        memset(ss, 0, sizeof(*ss));
+        if (inet_pton(AF_INET, bind, &v4->sin_addr) == 1) {
+                v4->sin_family = AF_INET;
+                v4->sin_port = htons((uint16_t)port);
+                return AF_INET;
+        }
+        if (inet_pton(AF_INET6, bind, &v6->sin6_addr) == 1) {
+                v6->sin6_family = AF_INET6;
+                v6->sin6_port = htons((uint16_t)port);
+                return AF_INET6;
+        }
+        return -1;
+}
+
+/*
+ * Starts one daemon. The TLS options travel as varargs: the certificate callback is a function
+ * pointer, which an option array could carry only as a data pointer.
+ */
+static struct MHD_Daemon *start_daemon(struct listener *l, unsigned flags, unsigned port,
+                                       const struct MHD_OptionItem *opts)
+{
+        if (l->tls)
+                return MHD_start_daemon(flags | MHD_USE_TLS, (uint16_t)port, NULL, NULL, on_request,
+                                        l, MHD_OPTION_ARRAY, opts, MHD_OPTION_HTTPS_CERT_CALLBACK,
+                                        &tsr_tls_store_retrieve, MHD_OPTION_HTTPS_PRIORITIES,
+                                        TLS_PRIORITIES, MHD_OPTION_END);
+        return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, l, MHD_OPTION_ARRAY,
+                                opts, MHD_OPTION_END);
+}
+
+static int listen_on(struct tsr_webhook_server *s, struct listener *l, unsigned port,
+                     struct tsr_diag *diag)
+{
+        const struct tsr_webhook_server_config *cfg = &s->cfg;
+        unsigned flags =
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+        unsigned threads = l->tls ? cfg->threads : 1;
+        struct sockaddr_storage ss;
+        struct sockaddr *addr = NULL;
+        struct MHD_OptionItem opts[8];
+        size_t n = 0;
+        const union MHD_DaemonInfo *info;
+
+        if (cfg->bind) {
+                int family = bind_address(cfg->bind, port, &ss);
+
+                if (family < 0)
+                        return tsr_diag_set(diag, TSR_EINVAL,
+                                            "--bind %s is not an IPv4 or IPv6 address", cfg->bind);
+                if (family == AF_INET6)
+                        flags |= MHD_USE_IPv6;
+                addr = (struct sockaddr *)&ss;
+        } else {
+                flags |= MHD_USE_DUAL_STACK;
+        }
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, l};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_error, s};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
+                                            (intptr_t)cfg->idle_timeout_s, NULL};
+        if (threads > 1)
+                opts[n++] =
+                    (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
+        if (addr)
+                opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, addr};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+
+        l->daemon = start_daemon(l, flags, port, opts);
+        if (!l->daemon && !cfg->bind) {
+                /* No IPv6 on this host: every IPv4 address instead. */
+                flags &= ~(unsigned)MHD_USE_DUAL_STACK;
+                l->daemon = start_daemon(l, flags, port, opts);
+        }
+        if (!l->daemon)
+                return tsr_diag_set(diag, TSR_EIO, "cannot listen on port %u (in use?)", port);
+        info = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_BIND_PORT);
+        l->port = info ? info->port : port;
+        return 0;
+}
+
+static int check_config(const struct tsr_webhook_server_config *cfg, struct tsr_diag *diag)
+{
+        if (cfg->port > 65535 || cfg->probe_port > 65535 || cfg->probe_port < -1)
+                return tsr_diag_set(diag, TSR_EINVAL, "a port must be within 0..65535");
+        if (cfg->threads < 1 || cfg->threads > 256)
+                return tsr_diag_set(diag, TSR_EINVAL, "--threads must be within 1..256, got %u",
+                                    cfg->threads);
+        if (!cfg->max_body)
+                return tsr_diag_set(diag, TSR_EINVAL, "--max-body must be positive");
+        if (!cfg->lookup || !cfg->n_routes)
+                return tsr_diag_set(diag, TSR_EINVAL, "no routes or no lookup");
+        return 0;
+}
+
+static void server_free(struct tsr_webhook_server *s)
+{
+        if (s->webhooks.daemon)
+                MHD_stop_daemon(s->webhooks.daemon);
+        if (s->probes.daemon)
+                MHD_stop_daemon(s->probes.daemon);
+        tsr_tls_store_install(NULL);
+        tsr_tls_store_free(s->tls);
+        tsr_metrics_free(s->metrics);
+        free(s->names);
+        free(s);
+}
+
+int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
+                             struct tsr_webhook_server **out, struct tsr_diag *diag)
+{
+        struct tsr_webhook_server *s;
+        int rc = check_config(cfg, diag);
+
+        if (rc)
+                return rc;
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        s->cfg = *cfg;
+        s->webhooks = (struct listener){s, NULL, true, 0};
+        s->probes = (struct listener){s, NULL, false, 0};
+        s->names = calloc(cfg->n_routes, sizeof(*s->names));
+        if (s->names)
+                for (size_t i = 0; i < cfg->n_routes; i++)
+                        s->names[i] = cfg->routes[i].name;
+        s->metrics = s->names ? tsr_metrics_new(s->names, cfg->n_routes) : NULL;
+        if (!s->metrics) {
+                server_free(s);
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        }
+        rc = tsr_tls_store_new(cfg->cert_file, cfg->key_file, &s->tls, diag);
+        if (rc) {
+                server_free(s);
+                return rc;
+        }
+        tsr_tls_store_install(s->tls);
+        rc = listen_on(s, &s->webhooks, cfg->port, diag);
+        if (!rc && cfg->probe_port >= 0)
+                rc = listen_on(s, &s->probes, (unsigned)cfg->probe_port, diag);
+        if (rc) {
+                server_free(s);
+                return rc;
+        }
+        *out = s;
+        return 0;
+}
+
+unsigned tsr_webhook_server_port(const struct tsr_webhook_server *s)
+{
+        return s->webhooks.port;
+}
+
+unsigned tsr_webhook_server_probe_port(const struct tsr_webhook_server *s)
+{
+        return s->probes.daemon ? s->probes.port : 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+        nanosleep(&ts, NULL);
+}
+
+void tsr_webhook_server_stop(struct tsr_webhook_server *s, unsigned delay_ms, unsigned grace_ms)
+{
+        MHD_socket fd;
+        unsigned waited = 0;
+
+        if (!s)
+                return;
+        atomic_store(&s->stopping, true);
+        sleep_ms(delay_ms);
+        fd = MHD_quiesce_daemon(s->webhooks.daemon);
+        while (atomic_load(&s->in_flight) > 0 && waited < grace_ms) {
+                sleep_ms(10);
+                waited += 10;
+        }
+        if (atomic_load(&s->in_flight) > 0)
+                tsr_log(TSR_LOG_WARN, "shutdown grace ended with reviews in flight", NULL);
+        server_free(s);
+        if (fd != MHD_INVALID_SOCKET)
+                close(fd);
+}
