@@ -23,4 +23,4 @@ test: build
 	exit $$rc
 
 clean:
-	rm -rf $(BUILD_DIR) build-ci-gcc build-ci-asan build-ci-fuzz
+	rm -rf $(BUILD_DIR) build-ci-gcc build-ci-asan build-ci-tsan build-ci-fuzz

@@ -2,9 +2,10 @@
  * server.c - libmicrohttpd glue: per-request state accumulates the body, the completion callback
  * frees it, an atomic count of reviews in flight lets shutdown drain.
  *
- * Invariants: a struct request exists exactly for a POST to a route that passed the method,
- * media-type and length checks; it is counted in in_flight from creation to the completion
- * callback. Responses are built from malloc'd bodies that libmicrohttpd frees.
+ * Invariants: every request but a 413 refused from its headers has a struct request from its
+ * first call to the completion callback; one that is a review (a POST of JSON to a route) is
+ * counted in in_flight for that whole time. Responses are built from malloc'd bodies that
+ * libmicrohttpd frees.
  */
 #include "webhook/server.h"
 
@@ -18,6 +19,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,6 +28,13 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+
+/*
+ * A review declared larger than max_body is read and discarded, so that the connection survives
+ * its 413, unless it is DRAIN_FACTOR times larger: then it is refused at once and the connection
+ * closed.
+ */
+#define DRAIN_FACTOR 8
 
 /* TLS 1.2 and 1.3 only: the API server's Go client never offers less. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
@@ -47,8 +56,15 @@ struct tsr_webhook_server {
         atomic_bool stopping;
 };
 
+/*
+ * One request, from its headers to the completion callback. Every response is queued on a call
+ * after the first: libmicrohttpd closes a connection whose response was queued in the first call,
+ * which only a refusal before a large body should do (413).
+ */
 struct request {
-        const struct tsr_webhook_route *route;
+        const struct tsr_webhook_route *route; /* NULL: a probe endpoint or an unknown path */
+        unsigned refuse;                       /* a 405 or 415 decided from the headers, or 0 */
+        bool counted;                          /* a review in flight (in_flight counts it) */
         struct tsr_buf body;
         bool too_big;
         struct timespec start;
@@ -227,23 +243,22 @@ static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Con
         return ok;
 }
 
-/* The first call for a POST to a route: check what can be checked before the body arrives. */
-static enum MHD_Result begin_review(struct tsr_webhook_server *s, struct MHD_Connection *c,
-                                    const struct tsr_webhook_route *route, const char *method,
-                                    void **con_cls)
+/* The first call: what the headers decide. Returns MHD_YES with *con_cls set, or a 413 queued. */
+static enum MHD_Result begin(struct listener *l, struct MHD_Connection *c, const char *url,
+                             const char *method, void **con_cls)
 {
+        struct tsr_webhook_server *s = l->server;
+        const struct tsr_webhook_route *route = l->tls ? find_route(s, url) : NULL;
+        unsigned long long declared;
         const char *length;
         struct request *r;
 
-        if (strcmp(method, MHD_HTTP_METHOD_POST))
-                return reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "admission reviews are POSTed");
-        if (!is_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
-                return reply_status(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
-                                    "the review must be sent as application/json");
         length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (length && strtoull(length, NULL, 10) > s->cfg.max_body) {
+        declared = length ? strtoull(length, NULL, 10) : 0;
+        if (route && declared / DRAIN_FACTOR > s->cfg.max_body) {
                 char msg[96];
 
+                /* Not worth reading to keep the connection: refused now, and it closes. */
                 snprintf(msg, sizeof(msg), "the review exceeds %zu bytes", s->cfg.max_body);
                 tsr_metrics_observe(s->metrics, route_index(s, route), 413, 0, false, NULL, false);
                 return reply_status(c, MHD_HTTP_CONTENT_TOO_LARGE, msg);
@@ -254,10 +269,36 @@ static enum MHD_Result begin_review(struct tsr_webhook_server *s, struct MHD_Con
         r->route = route;
         tsr_buf_init(&r->body);
         r->body.max = s->cfg.max_body + 1;
+        r->too_big = declared > s->cfg.max_body; /* read and discarded, then answered 413 */
         clock_gettime(CLOCK_MONOTONIC, &r->start);
-        atomic_fetch_add(&s->in_flight, 1);
+        if (route && strcmp(method, MHD_HTTP_METHOD_POST))
+                r->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
+        else if (route && !is_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                               MHD_HTTP_HEADER_CONTENT_TYPE)))
+                r->refuse = MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
+        else if (route) {
+                r->counted = true;
+                atomic_fetch_add(&s->in_flight, 1);
+        }
         *con_cls = r;
         return MHD_YES;
+}
+
+/* The request is complete (its body, if any, read): answer it. */
+static enum MHD_Result finish(struct listener *l, struct MHD_Connection *c, const char *url,
+                              const char *method, struct request *r)
+{
+        struct tsr_webhook_server *s = l->server;
+
+        if (r->refuse == MHD_HTTP_METHOD_NOT_ALLOWED)
+                return reply_status(c, r->refuse, "admission reviews are POSTed");
+        if (r->refuse == MHD_HTTP_UNSUPPORTED_MEDIA_TYPE)
+                return reply_status(c, r->refuse, "the review must be sent as application/json");
+        if (r->route)
+                return serve_review(s, c, r);
+        if (!strcmp(url, "/healthz") || !strcmp(url, "/readyz") || !strcmp(url, "/metrics"))
+                return serve_get(s, c, url, method);
+        return reply_status(c, MHD_HTTP_NOT_FOUND, "no webhook is served at this path");
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -265,26 +306,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   size_t *upload_data_size, void **con_cls)
 {
         struct listener *l = cls;
-        struct tsr_webhook_server *s = l->server;
         struct request *r = *con_cls;
-        const struct tsr_webhook_route *route;
 
         (void)version;
-        if (r) {
-                if (*upload_data_size) {
-                        if (!r->too_big && tsr_buf_add(&r->body, upload_data, *upload_data_size))
-                                r->too_big = true;
-                        *upload_data_size = 0;
-                        return MHD_YES;
-                }
-                return serve_review(s, c, r);
+        if (!r)
+                return begin(l, c, url, method, con_cls);
+        if (*upload_data_size) {
+                /* A body nobody reads (a refusal, a probe, an unknown path) is discarded. */
+                if (r->counted && !r->too_big &&
+                    tsr_buf_add(&r->body, upload_data, *upload_data_size))
+                        r->too_big = true;
+                *upload_data_size = 0;
+                return MHD_YES;
         }
-        if (!strcmp(url, "/healthz") || !strcmp(url, "/readyz") || !strcmp(url, "/metrics"))
-                return serve_get(s, c, url, method);
-        route = l->tls ? find_route(s, url) : NULL;
-        if (!route)
-                return reply_status(c, MHD_HTTP_NOT_FOUND, "no webhook is served at this path");
-        return begin_review(s, c, route, method, con_cls);
+        return finish(l, c, url, method, r);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -297,10 +332,31 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         (void)toe;
         if (!r)
                 return;
+        if (r->counted)
+                atomic_fetch_sub(&l->server->in_flight, 1);
         tsr_buf_release(&r->body);
         free(r);
         *con_cls = NULL;
-        atomic_fetch_sub(&l->server->in_flight, 1);
+}
+
+/*
+ * Every accepted connection sends without Nagle's delay: a response leaves in two TLS records
+ * (headers, body), and the second would otherwise wait for the peer's delayed ACK of the first,
+ * some 40 ms per review on a keep-alive connection.
+ */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+        const union MHD_ConnectionInfo *info;
+        int one = 1;
+
+        (void)cls;
+        (void)socket_context;
+        if (code != MHD_CONNECTION_NOTIFY_STARTED)
+                return;
+        info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (info)
+                setsockopt(info->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
@@ -361,7 +417,7 @@ static int listen_on(struct tsr_webhook_server *s, struct listener *l, unsigned 
         unsigned threads = l->tls ? cfg->threads : 1;
         struct sockaddr_storage ss;
         struct sockaddr *addr = NULL;
-        struct MHD_OptionItem opts[8];
+        struct MHD_OptionItem opts[10];
         size_t n = 0;
         const union MHD_DaemonInfo *info;
 
@@ -377,8 +433,11 @@ static int listen_on(struct tsr_webhook_server *s, struct listener *l, unsigned 
         } else {
                 flags |= MHD_USE_DUAL_STACK;
         }
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, l};
+        /* The logger first: libmicrohttpd reports options parsed before it on its own stderr. */
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_error, s};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, l};
+        opts[n++] =
+            (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, l};
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
                                             (intptr_t)cfg->idle_timeout_s, NULL};
         if (threads > 1)
