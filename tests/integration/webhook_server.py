@@ -676,6 +676,10 @@ def check_cert_reload(w, d):
        "a broken pair is refused and the last good one keeps serving")
     ok(eventually(lambda: w.find("certificate reload refused")),
        "the refusal is logged", "\n".join(w.lines[-5:]))
+    install_pair(d, "leaf1.crt", "leaf2.key")
+    time.sleep(1.1)
+    ok(serial_of(w.port, ctx) == 2 and eventually(lambda: w.find("does not match certificate")),
+       "a key that is not the certificate's is refused too")
 
 
 def check_unserved_kinds(tessera, fake_script, d):
