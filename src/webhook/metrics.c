@@ -103,58 +103,77 @@ void tsr_metrics_observe(struct tsr_metrics *m, size_t w, int code, double secon
         pthread_mutex_unlock(&m->lock);
 }
 
-int tsr_metrics_render(struct tsr_metrics *m, struct tsr_buf *out)
+/* Appends one labelled counter's series for every webhook: the status codes, or the rules. */
+static int render_series(const struct tsr_metrics *m, struct tsr_buf *out, const char *metric,
+                         const char *label, bool rules)
 {
         int rc = 0;
 
-        pthread_mutex_lock(&m->lock);
-        rc |= tsr_buf_adds(out, "# HELP tessera_webhook_requests_total Admission reviews answered, "
-                                "by HTTP status.\n# TYPE tessera_webhook_requests_total counter\n");
-        for (size_t w = 0; w < m->n; w++)
-                for (size_t i = 0; i < m->w[w].n_codes; i++)
-                        rc |= tsr_buf_addf(
-                            out,
-                            "tessera_webhook_requests_total{webhook=\"%s\",code=\"%s\"} "
-                            "%llu\n",
-                            m->names[w], m->w[w].codes[i].label,
-                            (unsigned long long)m->w[w].codes[i].count);
-        rc |= tsr_buf_adds(out, "# HELP tessera_webhook_denials_total Denied reviews, by the rule "
-                                "they broke.\n# TYPE tessera_webhook_denials_total counter\n");
-        for (size_t w = 0; w < m->n; w++)
-                for (size_t i = 0; i < m->w[w].n_rules; i++)
-                        rc |= tsr_buf_addf(
-                            out,
-                            "tessera_webhook_denials_total{webhook=\"%s\",rule=\"%s\"} "
-                            "%llu\n",
-                            m->names[w], m->w[w].rules[i].label,
-                            (unsigned long long)m->w[w].rules[i].count);
-        rc |= tsr_buf_adds(out, "# HELP tessera_webhook_patches_total Reviews answered with a JSON "
-                                "Patch.\n# TYPE tessera_webhook_patches_total counter\n");
-        for (size_t w = 0; w < m->n; w++)
-                rc |= tsr_buf_addf(out, "tessera_webhook_patches_total{webhook=\"%s\"} %llu\n",
-                                   m->names[w], (unsigned long long)m->w[w].patches);
-        rc |= tsr_buf_adds(out,
-                           "# HELP tessera_webhook_request_duration_seconds Time to answer a "
-                           "review.\n# TYPE tessera_webhook_request_duration_seconds histogram\n");
-        for (size_t w = 0; w < m->n; w++) {
+        for (size_t w = 0; !rc && w < m->n; w++) {
+                const struct series *s = rules ? m->w[w].rules : m->w[w].codes;
+                size_t n = rules ? m->w[w].n_rules : m->w[w].n_codes;
+
+                for (size_t i = 0; !rc && i < n; i++)
+                        rc = tsr_buf_addf(out, "%s{webhook=\"%s\",%s=\"%s\"} %llu\n", metric,
+                                          m->names[w], label, s[i].label,
+                                          (unsigned long long)s[i].count);
+        }
+        return rc;
+}
+
+static int render_histogram(const struct tsr_metrics *m, struct tsr_buf *out)
+{
+        static const char name[] = "tessera_webhook_request_duration_seconds";
+        int rc = 0;
+
+        for (size_t w = 0; !rc && w < m->n; w++) {
                 const struct webhook_metrics *wm = &m->w[w];
 
-                for (size_t b = 0; b < N_BUCKETS; b++)
-                        rc |= tsr_buf_addf(out,
-                                           "tessera_webhook_request_duration_seconds_bucket{"
-                                           "webhook=\"%s\",le=\"%g\"} %llu\n",
-                                           m->names[w], buckets[b],
-                                           (unsigned long long)wm->bucket[b]);
-                rc |= tsr_buf_addf(out,
-                                   "tessera_webhook_request_duration_seconds_bucket{webhook=\"%s\","
-                                   "le=\"+Inf\"} %llu\n"
-                                   "tessera_webhook_request_duration_seconds_sum{webhook=\"%s\"} "
-                                   "%.9f\n"
-                                   "tessera_webhook_request_duration_seconds_count{webhook=\"%s\"} "
-                                   "%llu\n",
-                                   m->names[w], (unsigned long long)wm->observations, m->names[w],
-                                   wm->sum, m->names[w], (unsigned long long)wm->observations);
+                for (size_t b = 0; !rc && b < N_BUCKETS; b++)
+                        rc = tsr_buf_addf(out, "%s_bucket{webhook=\"%s\",le=\"%g\"} %llu\n", name,
+                                          m->names[w], buckets[b],
+                                          (unsigned long long)wm->bucket[b]);
+                if (!rc)
+                        rc = tsr_buf_addf(out,
+                                          "%s_bucket{webhook=\"%s\",le=\"+Inf\"} %llu\n"
+                                          "%s_sum{webhook=\"%s\"} %.9f\n"
+                                          "%s_count{webhook=\"%s\"} %llu\n",
+                                          name, m->names[w], (unsigned long long)wm->observations,
+                                          name, m->names[w], wm->sum, name, m->names[w],
+                                          (unsigned long long)wm->observations);
         }
+        return rc;
+}
+
+int tsr_metrics_render(struct tsr_metrics *m, struct tsr_buf *out)
+{
+        int rc;
+
+        pthread_mutex_lock(&m->lock);
+        rc = tsr_buf_adds(out, "# HELP tessera_webhook_requests_total Admission reviews answered, "
+                               "by HTTP status.\n# TYPE tessera_webhook_requests_total counter\n");
+        if (!rc)
+                rc = render_series(m, out, "tessera_webhook_requests_total", "code", false);
+        if (!rc)
+                rc =
+                    tsr_buf_adds(out, "# HELP tessera_webhook_denials_total Denied reviews, by the "
+                                      "rule they broke.\n# TYPE tessera_webhook_denials_total "
+                                      "counter\n");
+        if (!rc)
+                rc = render_series(m, out, "tessera_webhook_denials_total", "rule", true);
+        if (!rc)
+                rc = tsr_buf_adds(out, "# HELP tessera_webhook_patches_total Reviews answered with "
+                                       "a JSON Patch.\n# TYPE tessera_webhook_patches_total "
+                                       "counter\n");
+        for (size_t w = 0; !rc && w < m->n; w++)
+                rc = tsr_buf_addf(out, "tessera_webhook_patches_total{webhook=\"%s\"} %llu\n",
+                                  m->names[w], (unsigned long long)m->w[w].patches);
+        if (!rc)
+                rc = tsr_buf_adds(out, "# HELP tessera_webhook_request_duration_seconds Time to "
+                                       "answer a review.\n# TYPE "
+                                       "tessera_webhook_request_duration_seconds histogram\n");
+        if (!rc)
+                rc = render_histogram(m, out);
         pthread_mutex_unlock(&m->lock);
-        return rc ? -1 : 0;
+        return rc;
 }

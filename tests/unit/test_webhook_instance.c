@@ -29,6 +29,7 @@
 
 #include "support/failing_alloc.h"
 #include "support/json_text.h"
+#include "support/review_run.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,20 +123,7 @@ struct row {
 static int run(tsr_webhook_handler h, const char *op, const char *obj, const char *old,
                struct tsr_verdict *v, struct tsr_diag *diag)
 {
-        struct tsr_review r;
-        int rc;
-
-        memset(&r, 0, sizeof(r));
-        memset(v, 0, sizeof(*v));
-        tsr_diag_clear(diag);
-        snprintf(r.operation, sizeof(r.operation), "%s", op);
-        snprintf(r.ns, sizeof(r.ns), "team-a");
-        r.object = obj ? json_fx_load(obj) : NULL;
-        r.old_object = old ? json_fx_load(old) : NULL;
-        rc = h(&lookup, &r, v, diag);
-        json_decref(r.object);
-        json_decref(r.old_object);
-        return rc;
+        return review_fx_run(h, &lookup, op, "team-a", obj, old, v, diag);
 }
 
 static void check_rows(const struct row *rows, size_t n)

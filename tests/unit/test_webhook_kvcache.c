@@ -30,6 +30,7 @@
 
 #include "support/failing_alloc.h"
 #include "support/json_text.h"
+#include "support/review_run.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -419,18 +420,7 @@ static int teardown(void **state)
 static int mutate(const struct tsr_webhook_lookup *x, const char *op, const char *pod,
                   struct tsr_verdict *v, struct tsr_diag *diag)
 {
-        struct tsr_review r;
-        int rc;
-
-        memset(&r, 0, sizeof(r));
-        memset(v, 0, sizeof(*v));
-        tsr_diag_clear(diag);
-        snprintf(r.operation, sizeof(r.operation), "%s", op);
-        snprintf(r.ns, sizeof(r.ns), "team-a");
-        r.object = pod ? json_fx_load(pod) : NULL;
-        rc = tsr_webhook_kvcache_mutate(x, &r, v, diag);
-        json_decref(r.object);
-        return rc;
+        return review_fx_run(tsr_webhook_kvcache_mutate, x, op, "team-a", pod, NULL, v, diag);
 }
 
 /* ---- injected Pods ------------------------------------------------------------------------ */
