@@ -480,8 +480,7 @@ static void server_free(struct tsr_webhook_server *s)
                 MHD_stop_daemon(s->webhooks.daemon);
         if (s->probes.daemon)
                 MHD_stop_daemon(s->probes.daemon);
-        tsr_tls_store_install(NULL);
-        tsr_tls_store_free(s->tls);
+        tsr_tls_store_free(s->tls); /* uninstalls it */
         tsr_metrics_free(s->metrics);
         free(s->names);
         free(s);
@@ -515,7 +514,12 @@ int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
                 server_free(s);
                 return rc;
         }
-        tsr_tls_store_install(s->tls);
+        if (tsr_tls_store_install(s->tls)) {
+                server_free(s);
+                return tsr_diag_set(diag, TSR_EINUSE,
+                                    "another TLS webhook server runs in this process (the "
+                                    "certificate callback is process-wide)");
+        }
         rc = listen_on(s, &s->webhooks, cfg->port, diag);
         if (!rc && cfg->probe_port >= 0)
                 rc = listen_on(s, &s->probes, (unsigned)cfg->probe_port, diag);

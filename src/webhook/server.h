@@ -23,6 +23,7 @@
  * the API server's endpoints drop this replica; then stops accepting connections, waits up to
  * grace_ms for reviews in flight to be answered, and closes everything.
  *
+ * One server per process: GnuTLS's certificate callback is process-wide (tls_store.h).
  * Ownership: the config and everything it points to are borrowed and must outlive the server.
  * Thread-safety: the lookup and ready callbacks are called from many threads at once.
  */
@@ -59,8 +60,8 @@ struct tsr_webhook_server_config {
 
 /*
  * Loads the certificate and starts listening. Returns 0 and *out, or TSR_EINVAL (a bad bind
- * address, port or thread count), TSR_EIO / TSR_EPARSE (the certificate files; a port in use)
- * or TSR_ENOMEM, with diag.
+ * address, port or thread count), TSR_EIO / TSR_EPARSE (the certificate files; a port in use),
+ * TSR_EINUSE (another server runs in this process) or TSR_ENOMEM, with diag.
  */
 int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
                              struct tsr_webhook_server **out, struct tsr_diag *diag);

@@ -224,11 +224,17 @@ unsigned tsr_tls_store_generation(struct tsr_tls_store *s)
         return n;
 }
 
-void tsr_tls_store_install(struct tsr_tls_store *s)
+int tsr_tls_store_install(struct tsr_tls_store *s)
 {
+        int rc = 0;
+
         pthread_mutex_lock(&installed_lock);
-        installed = s;
+        if (installed && installed != s)
+                rc = TSR_EINUSE;
+        else
+                installed = s;
         pthread_mutex_unlock(&installed_lock);
+        return rc;
 }
 
 int tsr_tls_store_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn, int nreqs,
@@ -245,11 +251,13 @@ int tsr_tls_store_retrieve(gnutls_session_t session, const gnutls_datum_t *req_c
         (void)nreqs;
         (void)pk_algos;
         (void)pk_algos_length;
+        /* Held throughout: tsr_tls_store_free cannot free s while a handshake reads it. */
         pthread_mutex_lock(&installed_lock);
         s = installed;
-        pthread_mutex_unlock(&installed_lock);
-        if (!s)
+        if (!s) {
+                pthread_mutex_unlock(&installed_lock);
                 return -1;
+        }
         pthread_mutex_lock(&s->lock);
         if (time(NULL) != s->checked) {
                 tsr_diag_clear(&diag);
@@ -269,5 +277,6 @@ int tsr_tls_store_retrieve(gnutls_session_t session, const gnutls_datum_t *req_c
         *pcert_length = s->current->n;
         *privkey = s->current->key;
         pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(&installed_lock);
         return 0;
 }

@@ -10,7 +10,8 @@
  * handshake in flight never sees its certificate freed.
  *
  * GnuTLS's retrieve callback carries no user pointer, so one store per process is the callback's
- * (tsr_tls_store_install); the store itself is thread-safe.
+ * (tsr_tls_store_install): one TLS server per process. Freeing the installed store uninstalls it,
+ * and waits for a handshake reading it to finish. The store itself is thread-safe.
  * Ownership: tsr_tls_store_new returns a new store (free with tsr_tls_store_free).
  */
 #ifndef TSR_WEBHOOK_TLS_STORE_H
@@ -40,8 +41,11 @@ int tsr_tls_store_reload(struct tsr_tls_store *s, struct tsr_diag *diag);
 /* How many pairs have been loaded (1 after tsr_tls_store_new). */
 unsigned tsr_tls_store_generation(struct tsr_tls_store *s);
 
-/* Makes s the store the retrieve callback serves (NULL to clear). */
-void tsr_tls_store_install(struct tsr_tls_store *s);
+/*
+ * Makes s the store the retrieve callback serves. Returns 0, or TSR_EINUSE when another store is
+ * installed (free that one first).
+ */
+int tsr_tls_store_install(struct tsr_tls_store *s);
 
 /* The GnuTLS retrieve callback, for MHD_OPTION_HTTPS_CERT_CALLBACK. */
 gnutls_certificate_retrieve_function2 tsr_tls_store_retrieve;
