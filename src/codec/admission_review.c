@@ -9,6 +9,7 @@
 
 #include <nettle/base64.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,77 @@ int tsr_review_decode(const char *body, size_t len, struct tsr_review *out, json
         return 0;
 }
 
+/*
+ * The length of the valid UTF-8 sequence at s (n bytes left), or 0: jansson's rules, no overlong
+ * form, no surrogate, nothing past U+10FFFF.
+ */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+        uint32_t cp;
+        size_t len;
+
+        if (s[0] < 0x80)
+                return 1;
+        if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+                len = 2;
+                cp = s[0] & 0x1f;
+        } else if ((s[0] & 0xf0) == 0xe0) {
+                len = 3;
+                cp = s[0] & 0x0f;
+        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+                len = 4;
+                cp = s[0] & 0x07;
+        } else {
+                return 0;
+        }
+        if (len > n)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+                return 0;
+        return len;
+}
+
+/*
+ * s as a new JSON string, or NULL on ENOMEM. A verdict's text is cut to its buffer byte-wise, so
+ * it can end, or hold a quoted value that ends, inside a UTF-8 sequence, which jansson refuses:
+ * each byte that starts no valid sequence becomes U+FFFD, as Go's encoding/json writes it.
+ */
+static json_t *utf8_string(const char *s)
+{
+        size_t n = strlen(s), o = 0;
+        json_t *v = json_string(s);
+        char *fixed;
+
+        if (v)
+                return v;
+        fixed = malloc(3 * n + 1);
+        if (!fixed)
+                return NULL;
+        for (size_t i = 0; i < n;) {
+                size_t len = utf8_len((const unsigned char *)s + i, n - i);
+
+                if (len) {
+                        memcpy(fixed + o, s + i, len);
+                        o += len;
+                        i += len;
+                } else {
+                        memcpy(fixed + o, "\xef\xbf\xbd", 3);
+                        o += 3;
+                        i++;
+                }
+        }
+        fixed[o] = '\0';
+        v = json_string(fixed);
+        free(fixed);
+        return v;
+}
+
 /* The base64 of s (len bytes) as a new string, or NULL. */
 static char *base64(const char *s, size_t len)
 {
@@ -203,12 +275,13 @@ int tsr_review_encode(const struct tsr_review *review, const struct tsr_verdict 
         if (!rc && !v->allowed) {
                 int code = v->code < 400 ? 400 : v->code;
 
-                rc = json_object_set_new(resp, "status",
-                                         json_pack("{s:i, s:s, s:s, s:s}", "code", code, "reason",
-                                                   v->reason[0] ? v->reason : "Forbidden",
-                                                   "message", v->message, "status", "Failure"))
-                         ? TSR_ENOMEM
-                         : 0;
+                rc =
+                    json_object_set_new(resp, "status",
+                                        json_pack("{s:i, s:s, s:o, s:s}", "code", code, "reason",
+                                                  v->reason[0] ? v->reason : "Forbidden", "message",
+                                                  utf8_string(v->message), "status", "Failure"))
+                        ? TSR_ENOMEM
+                        : 0;
         }
         if (!rc && v->allowed && mutating && v->patched)
                 rc = add_patch(resp, review->object, v->patched);
@@ -216,7 +289,7 @@ int tsr_review_encode(const struct tsr_review *review, const struct tsr_verdict 
                 json_t *w = json_array();
 
                 for (size_t i = 0; w && i < v->n_warnings; i++)
-                        json_array_append_new(w, json_string(v->warnings[i]));
+                        json_array_append_new(w, utf8_string(v->warnings[i]));
                 rc = !w || json_object_set_new(resp, "warnings", w) ? TSR_ENOMEM : 0;
         }
         if (rc) {

@@ -6,7 +6,9 @@
  * Decoding is strict about what the API server checks and tolerant of the rest: apiVersion
  * admission.k8s.io/v1, kind AdmissionReview, a request with a non-empty uid and an operation are
  * required; unknown fields are ignored; object and oldObject may be null. Encoding echoes the uid,
- * sets allowed, and for a denial a metav1.Status {code >= 400, reason, message, status Failure}.
+ * sets allowed, and for a denial a metav1.Status {code >= 400, reason, message, status Failure};
+ * a message or warning that is not valid UTF-8 (a buffer cut inside a character) has each stray
+ * byte written as U+FFFD, as Go's encoding/json writes it.
  * A mutating verdict whose patched object differs from the request's object is answered with
  * patchType JSONPatch and the base64 of the RFC 6902 patch between them (codec/json_patch.h); a
  * validating verdict never carries a patch.

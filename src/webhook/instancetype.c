@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GENERAL_GROUP_GENERIC "generic"
@@ -241,6 +242,26 @@ static int set_label(json_t *labels, const char *key, const char *value, struct 
         return 0;
 }
 
+/*
+ * Sets labels[prefix + name] = "true". The key is composed whole, never cut to a buffer: a cut key
+ * would be another label, and one cut inside a UTF-8 sequence jansson refuses. 0 or TSR_ENOMEM.
+ */
+static int set_feature_label(json_t *labels, const char *prefix, const char *name,
+                             struct tsr_diag *diag)
+{
+        size_t n = strlen(prefix);
+        char *key = malloc(n + strlen(name) + 1);
+        int rc;
+
+        if (!key)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        memcpy(key, prefix, n);
+        strcpy(key + n, name);
+        rc = set_label(labels, key, "true", diag);
+        free(key);
+        return rc;
+}
+
 static bool has_prefix(const char *s, const char *prefix)
 {
         return !strncmp(s, prefix, strlen(prefix));
@@ -252,7 +273,7 @@ static int stamp_labels(const struct tsr_review *review, json_t *obj, bool accel
 {
         json_t *meta = json_object_get(obj, "metadata"), *labels, *sched, *v, *tmp;
         const char *general, *group, *os, *arch, *key, *name;
-        char entrance[TSR_ENTRANCE_LEN + 1], k[TSR_NAME_MAX + 64];
+        char entrance[TSR_ENTRANCE_LEN + 1];
         int rc;
 
         if ((rc = read_str(obj, "spec.generalGroup", &general, diag)) ||
@@ -284,14 +305,10 @@ static int stamp_labels(const struct tsr_review *review, json_t *obj, bool accel
                 rc = set_label(sched, LABEL_OS, os, diag);
         if (!rc && *arch)
                 rc = set_label(sched, LABEL_ARCH, arch, diag);
-        if (!rc && accel && *group) {
-                snprintf(k, sizeof(k), "%s%s", PREFIX_ACCELERATABLE, group);
-                rc = set_label(sched, k, "true", diag);
-        }
-        if (!rc && aware && *general && strcmp(general, GENERAL_GROUP_GENERIC)) {
-                snprintf(k, sizeof(k), "%s%s", PREFIX_GENERAL, general);
-                rc = set_label(sched, k, "true", diag);
-        }
+        if (!rc && accel && *group)
+                rc = set_feature_label(sched, PREFIX_ACCELERATABLE, group, diag);
+        if (!rc && aware && *general && strcmp(general, GENERAL_GROUP_GENERIC))
+                rc = set_feature_label(sched, PREFIX_GENERAL, general, diag);
         /* A feature key the spec no longer names (a group or acceleratable change) goes. */
         json_object_foreach_safe(labels, tmp, key, v)
         {

@@ -809,6 +809,29 @@ static int render_sglang(json_t *ctr, const struct resolved *r)
         return rc;
 }
 
+/*
+ * The lists inject() appends to, when present, are arrays: the container's env (args read_strv
+ * has seen), and for the vLLM family its volumeMounts and spec.volumes. Returns 0 or TSR_EPARSE
+ * (a malformed Pod, which inject() could not tell from running out of memory).
+ */
+static int check_lists(json_t *pod, json_t *ctr, const struct decl *d, struct tsr_diag *diag)
+{
+        static const char *const keys[] = {"env", "volumeMounts"};
+        bool vllm = d->family == TSR_KVCACHE_ENGINE_VLLM;
+        json_t *v;
+
+        for (size_t i = 0; i < (vllm ? 2 : 1); i++) {
+                v = json_object_get(ctr, keys[i]);
+                if (v && !json_is_null(v) && !json_is_array(v))
+                        return tsr_diag_set(diag, TSR_EPARSE, "container %s is not an array",
+                                            keys[i]);
+        }
+        v = tsr_json_at(pod, "spec.volumes");
+        if (vllm && v && !json_is_null(v) && !json_is_array(v))
+                return tsr_diag_set(diag, TSR_EPARSE, "Pod spec.volumes is not an array");
+        return 0;
+}
+
 /* Applies the whole injection to the copy. Returns 0 or TSR_ENOMEM. */
 static int inject(json_t *pod, json_t *ctr, json_t *annotations, const struct decl *d,
                   const struct resolved *r, const struct tsr_kvcache_launch *launch,
@@ -915,6 +938,9 @@ int tsr_webhook_kvcache_mutate(const struct tsr_webhook_lookup *lookup,
                 ns = review->ns;
         rc = resolve(lookup, ns, &d, &r, verdict, diag);
         if (rc || verdict->code)
+                goto out;
+        rc = check_lists(pod, ctr, &d, diag);
+        if (rc)
                 goto out;
         /* launch.program points into the copy's strings, which inject() leaves in place. */
         rc = inject(pod, ctr, annotations, &d, &r, &launch,

@@ -47,6 +47,22 @@ static int stub_handler(const struct tsr_webhook_lookup *lookup, const struct ts
         return 0;
 }
 
+/* Denies with a message whose last character was cut in half, as a full buffer cuts it. */
+static int cut_handler(const struct tsr_webhook_lookup *lookup, const struct tsr_review *review,
+                       struct tsr_verdict *verdict, struct tsr_diag *diag)
+{
+        (void)lookup;
+        (void)review;
+        (void)diag;
+        calls++;
+        tsr_verdict_deny(verdict, 403, "Forbidden", "type \"gr\xc3\xbc\xc3\"");
+        tsr_verdict_warn(verdict, "\xff warned");
+        return 0;
+}
+
+static const struct tsr_webhook_route cut = {"/c",  "c.example.com", "",    "v1",
+                                             "Pod", false,           false, cut_handler};
+
 static const struct tsr_webhook_route mutating = {"/m", "m.example.com", "",          "v1", "Pod",
                                                   true, false,           stub_handler};
 static const struct tsr_webhook_route validating = {"/v",  "v.example.com", "",    "v1",
@@ -297,6 +313,25 @@ static void test_mutating_patch_and_validating_none(void **state)
         free(text);
 }
 
+/* Text that is not UTF-8 is answered, each stray byte as U+FFFD (Go's encoding/json does so). */
+static void test_message_cut_inside_a_character(void **state)
+{
+        struct tsr_webhook_outcome o;
+        char *text = review("", "v1", "Pod", "CREATE", pod);
+        json_t *doc = run(&cut, text, &o), *resp = response(doc);
+
+        (void)state;
+        assert_int_equal(calls, 1);
+        assert_int_equal(o.http_status, 200);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(resp, "status"), "message")),
+            "type \"gr\xc3\xbc\xef\xbf\xbd\"");
+        assert_string_equal(json_string_value(json_array_get(json_object_get(resp, "warnings"), 0)),
+                            "\xef\xbf\xbd warned");
+        json_decref(doc);
+        free(text);
+}
+
 static void test_route_table(void **state)
 {
         (void)state;
@@ -326,6 +361,7 @@ int main(void)
             cmocka_unit_test_setup(test_deletion_guard, setup),
             cmocka_unit_test_setup(test_handler_errors, setup),
             cmocka_unit_test_setup(test_mutating_patch_and_validating_none, setup),
+            cmocka_unit_test_setup(test_message_cut_inside_a_character, setup),
             cmocka_unit_test_setup(test_route_table, setup),
         };
 
