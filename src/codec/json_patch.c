@@ -84,6 +84,41 @@ static int sorted_keys(json_t *o, const char ***out, size_t *n)
         return 0;
 }
 
+static int diff(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops);
+
+/* Pops path back to mark. */
+static void pointer_pop(struct tsr_buf *path, size_t mark)
+{
+        path->len = mark;
+        path->ptr[mark] = '\0';
+}
+
+/*
+ * Two arrays: the elements both have are diffed index by index; then the extra elements of `to`
+ * are added in order, or the extra elements of `from` removed from the last one down, so every
+ * index is valid when its operation is applied.
+ */
+static int diff_arrays(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops)
+{
+        size_t n = json_array_size(from), m = json_array_size(to), mark = path->len;
+        int rc = 0;
+
+        for (size_t i = 0; i < m && !rc; i++) {
+                rc = tsr_buf_addf(path, "/%zu", i);
+                if (!rc)
+                        rc = i < n ? diff(json_array_get(from, i), json_array_get(to, i), path, ops)
+                                   : add_op(ops, "add", path->ptr, json_array_get(to, i));
+                pointer_pop(path, mark);
+        }
+        for (size_t i = n; i > m && !rc; i--) {
+                rc = tsr_buf_addf(path, "/%zu", i - 1);
+                if (!rc)
+                        rc = add_op(ops, "remove", path->ptr, NULL);
+                pointer_pop(path, mark);
+        }
+        return rc;
+}
+
 static int diff(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops)
 {
         const char **keys;
@@ -92,6 +127,8 @@ static int diff(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops)
 
         if (json_equal(from, to))
                 return 0;
+        if (json_is_array(from) && json_is_array(to))
+                return diff_arrays(from, to, path, ops);
         if (!json_is_object(from) || !json_is_object(to))
                 return add_op(ops, "replace", path->len ? path->ptr : "", to);
         rc = sorted_keys(from, &keys, &n);
@@ -99,8 +136,7 @@ static int diff(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops)
                 rc = pointer_push(path, keys[i]);
                 if (!rc && !json_object_get(to, keys[i]))
                         rc = add_op(ops, "remove", path->ptr, NULL);
-                path->len = mark;
-                path->ptr[mark] = '\0';
+                pointer_pop(path, mark);
         }
         free(keys);
         if (rc)
@@ -113,8 +149,7 @@ static int diff(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops)
                 rc = pointer_push(path, keys[i]);
                 if (!rc)
                         rc = a ? diff(a, b, path, ops) : add_op(ops, "add", path->ptr, b);
-                path->len = mark;
-                path->ptr[mark] = '\0';
+                pointer_pop(path, mark);
         }
         free(keys);
         return rc;

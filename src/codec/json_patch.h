@@ -2,12 +2,14 @@
  * json_patch.h - RFC 6902 JSON Patch, the `patchType: JSONPatch` body of an AdmissionReview
  * response (spec/kubernetes-contracts.md §1.3), made and applied with jansson.
  *
- * tsr_json_patch_diff writes the patch that turns one document into another the way
- * controller-runtime's PatchResponseFromRaw does: objects are compared key by key (a key only in
- * `from` is removed, one only in `to` is added, one whose values differ is recursed into when
- * both are objects and replaced otherwise); arrays and scalars are replaced whole when they
- * differ. Keys are visited in sorted order, so the patch is deterministic. Paths are RFC 6901
- * pointers ("~" as "~0", "/" as "~1").
+ * tsr_json_patch_diff writes the patch that turns one document into another, as
+ * controller-runtime's PatchResponseFromRaw (gomodules jsonpatch) does: objects are compared key by
+ * key (a key only in `from` is removed, one only in `to` is added, one whose values differ is
+ * recursed into); arrays index by index (the common indices recursed into, then the extra
+ * elements of `to` added in order or those of `from` removed from the last down); any other
+ * difference, including a change of type, is a replace. So a fold that adds a key to one
+ * container's limits patches that key, not the containers list. Keys are visited in sorted order,
+ * so the patch is deterministic. Paths are RFC 6901 pointers ("~" as "~0", "/" as "~1").
  *
  * tsr_json_patch_apply applies the operations add, remove, replace and test (what an admission
  * patch carries) to a document in place, atomically: on any failure the document is unchanged.

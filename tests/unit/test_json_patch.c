@@ -8,14 +8,16 @@
  * failing patch leaves the document byte-identical (same pointer, same serialization, json_equal
  * to a saved copy) and diag names the operation and what is wrong with it.
  *
- * Then the diff, by hand (removals, additions, recursion into objects, arrays and scalars replaced
- * whole, escaped paths, the whole-document replace) and over thousands of random pairs of
- * documents from a fixed-seed LCG: diff(a, b) applied to a gives exactly b (also after a trip
- * through text), diff(a, a) is empty, the same pair gives the same ops twice, and the patch is
- * minimal: every operation's proper prefixes lead to two different objects in a and b (so an
- * equal sub-object is never touched), a remove names a key only a has, an add one only b has, and
- * a replace two different values that are not both objects. Last, an allocation-failure loop: a
- * failed allocation anywhere gives TSR_ENOMEM with the document (or *ops) untouched.
+ * Then the diff, by hand (removals, additions, recursion into objects and into arrays index by
+ * index, arrays grown and shrunk, scalars and changes of type replaced, escaped paths, the
+ * whole-document replace) and over thousands of random pairs of documents from a fixed-seed LCG,
+ * arrays edited in place too: diff(a, b) applied to a gives exactly b (also after a trip through
+ * text), diff(a, a) is empty, the same pair gives the same ops twice, and the patch is minimal:
+ * every operation's proper prefixes lead to two different objects, or two different arrays, in a
+ * and b (so an equal sub-document is never touched), a remove names a member only a has, an add
+ * one only b has, and a replace two different values that are not two objects or two arrays.
+ * Last, an allocation-failure loop: a failed allocation anywhere gives TSR_ENOMEM with the
+ * document (or *ops) untouched.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -508,11 +510,26 @@ static void test_json_patch__diff_by_hand(void **state)
                     "{\"metadata\":{\"labels\":{\"a\":\"1\",\"b\":\"2\"},\"name\":\"p\"},"
                     "\"spec\":{\"x\":1}}",
                     "[{\"op\":\"add\",\"path\":\"/metadata/labels/b\",\"value\":\"2\"}]");
-        /* Arrays are replaced whole, however small the change. */
+        /* Arrays index by index: a changed element is patched where it changed. */
         expect_diff("{\"a\":[1,2,3]}", "{\"a\":[1,2,4]}",
-                    "[{\"op\":\"replace\",\"path\":\"/a\",\"value\":[1,2,4]}]");
+                    "[{\"op\":\"replace\",\"path\":\"/a/2\",\"value\":4}]");
         expect_diff("{\"a\":[{\"x\":1}]}", "{\"a\":[{\"x\":2}]}",
-                    "[{\"op\":\"replace\",\"path\":\"/a\",\"value\":[{\"x\":2}]}]");
+                    "[{\"op\":\"replace\",\"path\":\"/a/0/x\",\"value\":2}]");
+        /* A fold's shape: one key added to the second container's limits. */
+        expect_diff("{\"c\":[{\"n\":\"a\"},{\"n\":\"b\",\"l\":{\"g\":\"1\"}}]}",
+                    "{\"c\":[{\"n\":\"a\"},{\"n\":\"b\",\"l\":{\"g\":\"1\",\"u\":\"8\"}}]}",
+                    "[{\"op\":\"add\",\"path\":\"/c/1/l/u\",\"value\":\"8\"}]");
+        /* Longer: the common indices, then the new ones appended in order. */
+        expect_diff("{\"a\":[1,2]}", "{\"a\":[1,3,4,5]}",
+                    "[{\"op\":\"replace\",\"path\":\"/a/1\",\"value\":3},"
+                    "{\"op\":\"add\",\"path\":\"/a/2\",\"value\":4},"
+                    "{\"op\":\"add\",\"path\":\"/a/3\",\"value\":5}]");
+        /* Shorter: the extra elements removed from the last one down. */
+        expect_diff("{\"a\":[1,2,3,4]}", "{\"a\":[0,2]}",
+                    "[{\"op\":\"replace\",\"path\":\"/a/0\",\"value\":0},"
+                    "{\"op\":\"remove\",\"path\":\"/a/3\"},"
+                    "{\"op\":\"remove\",\"path\":\"/a/2\"}]");
+        expect_diff("[]", "[[]]", "[{\"op\":\"add\",\"path\":\"/0\",\"value\":[]}]");
         /* A change of type is a replace; an integer is not its real. */
         expect_diff("{\"a\":{\"x\":1}}", "{\"a\":[1]}",
                     "[{\"op\":\"replace\",\"path\":\"/a\",\"value\":[1]}]");
@@ -615,12 +632,31 @@ static json_t *random_value(int depth)
         }
 }
 
-/* A copy of v with random edits: keys removed, added and changed, deep inside objects too. */
+static json_t *mutate(json_t *v, int depth);
+
+/* A copy of array v with random edits: elements changed in place, the tail cut or extended. */
+static json_t *mutate_array(json_t *v, int depth)
+{
+        size_t n = json_array_size(v), keep = rnd(2) ? n : rnd((unsigned)n + 1);
+        json_t *a = json_array();
+
+        for (size_t i = 0; i < keep; i++)
+                json_array_append_new(a, rnd(3) ? json_deep_copy(json_array_get(v, i))
+                                                : mutate(json_array_get(v, i), depth - 1));
+        for (unsigned extra = keep == n ? rnd(3) : 0; extra > 0; extra--)
+                json_array_append_new(a, random_value(depth - 1));
+        return a;
+}
+
+/* A copy of v with random edits: keys removed, added and changed, deep inside objects and arrays.
+ */
 static json_t *mutate(json_t *v, int depth)
 {
         const char *key;
         json_t *o, *child;
 
+        if (json_is_array(v) && rnd(8))
+                return mutate_array(v, depth);
         if (!json_is_object(v) || rnd(8) == 0)
                 return rnd(3) ? json_deep_copy(v) : random_value(depth);
         o = json_object();
@@ -640,7 +676,7 @@ static json_t *mutate(json_t *v, int depth)
         return o;
 }
 
-/* The value at pointer p in doc, walking objects only (the diff never enters arrays). */
+/* The value at pointer p in doc (a decimal token indexes an array), or NULL. */
 static json_t *at_pointer(json_t *doc, const char *p, size_t len)
 {
         char tok[256];
@@ -660,13 +696,24 @@ static json_t *at_pointer(json_t *doc, const char *p, size_t len)
                         }
                 }
                 tok[n] = '\0';
-                if (!json_is_object(doc))
-                        return NULL;
-                doc = json_object_get(doc, tok);
+                if (json_is_array(doc)) {
+                        char *end;
+                        unsigned long idx = strtoul(tok, &end, 10);
+
+                        doc = *tok && !*end ? json_array_get(doc, idx) : NULL;
+                } else {
+                        doc = json_is_object(doc) ? json_object_get(doc, tok) : NULL;
+                }
                 if (!doc)
                         return NULL;
         }
         return doc;
+}
+
+/* Two objects or two arrays: what the diff recurses into rather than replaces. */
+static bool both_containers(json_t *x, json_t *y)
+{
+        return (json_is_object(x) && json_is_object(y)) || (json_is_array(x) && json_is_array(y));
 }
 
 /* Every operation is needed: see the header comment. */
@@ -689,9 +736,9 @@ static void check_minimal(json_t *a, json_t *b, json_t *ops)
                                 continue;
                         px = at_pointer(a, path, k);
                         py = at_pointer(b, path, k);
-                        if (!json_is_object(px) || !json_is_object(py) || json_equal(px, py))
-                                fail_msg("op %zu (%s %s) descends through an equal or non-object "
-                                         "value at %.*s",
+                        if (!both_containers(px, py) || json_equal(px, py))
+                                fail_msg("op %zu (%s %s) descends through an equal value, or "
+                                         "not two objects or two arrays, at %.*s",
                                          i, name, path, (int)k, path);
                 }
                 if (!strcmp(name, "remove"))
@@ -699,8 +746,7 @@ static void check_minimal(json_t *a, json_t *b, json_t *ops)
                 else if (!strcmp(name, "add"))
                         assert_true(!x && y && json_equal(json_object_get(op, "value"), y));
                 else if (!strcmp(name, "replace"))
-                        assert_true(x && y && !json_equal(x, y) &&
-                                    !(json_is_object(x) && json_is_object(y)) &&
+                        assert_true(x && y && !json_equal(x, y) && !both_containers(x, y) &&
                                     json_equal(json_object_get(op, "value"), y));
                 else
                         fail_msg("diff wrote op %s", name);
