@@ -58,6 +58,7 @@ static const struct {
                                      "/apis/worker.gpustack.ai/v1alpha1/kvcachepools", false},
     [TSR_KUBE_CACHE_KVCACHEBACKENDS] = {"kvcachebackends",
                                         "/apis/worker.gpustack.ai/v1alpha1/kvcachebackends", false},
+    [TSR_KUBE_CACHE_SETTINGS] = {"settings", "/apis/gpustack.ai/v1/settings", true},
 };
 
 struct watcher {
@@ -579,6 +580,13 @@ json_t *tsr_kube_cache_kvcache_pool(struct tsr_kube_cache *c, const char *name)
 json_t *tsr_kube_cache_kvcache_backend(struct tsr_kube_cache *c, const char *name)
 {
         return lookup(c, TSR_KUBE_CACHE_KVCACHEBACKENDS, NULL, name);
+}
+
+json_t *tsr_kube_cache_setting(struct tsr_kube_cache *c, const char *ns, const char *name)
+{
+        if (!ns)
+                return NULL;
+        return lookup(c, TSR_KUBE_CACHE_SETTINGS, ns, name);
 }
 
 const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r)

@@ -1,8 +1,9 @@
 /*
  * cache.h - a typed, watch-fed cache of the API server objects the webhook (and later the
  * controller and device manager) read: worker.gpustack.ai/v1alpha1 InstanceTypes (cluster-scoped),
- * KVCachePoolBindings (namespaced), KVCachePools and KVCacheBackends (cluster-scoped), and
- * kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and ClusterQueues (cluster-scoped).
+ * KVCachePoolBindings (namespaced), KVCachePools and KVCacheBackends (cluster-scoped),
+ * kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and ClusterQueues (cluster-scoped), and the
+ * operator's runtime gpustack.ai/v1 Settings (namespaced; an aggregated API, often not served).
  *
  * One watcher thread per resource keeps it current: list, then watch from the list's
  * resourceVersion with bookmarks; a 410 Gone (or an ERROR event carrying one) re-lists; a dropped
@@ -64,6 +65,9 @@ json_t *tsr_kube_cache_kvcache_pool(struct tsr_kube_cache *c, const char *name);
 /* The KVCacheBackend named name, or NULL. */
 json_t *tsr_kube_cache_kvcache_backend(struct tsr_kube_cache *c, const char *name);
 
+/* The Setting ns/name, or NULL. */
+json_t *tsr_kube_cache_setting(struct tsr_kube_cache *c, const char *ns, const char *name);
+
 /* ---- additions: tuning, readiness wait and counters (tests, metrics) ----------------------- */
 
 /* The resources, for tsr_kube_cache_stats. */
@@ -74,6 +78,7 @@ enum tsr_kube_cache_resource {
         TSR_KUBE_CACHE_KVCACHEPOOLBINDINGS,
         TSR_KUBE_CACHE_KVCACHEPOOLS,
         TSR_KUBE_CACHE_KVCACHEBACKENDS,
+        TSR_KUBE_CACHE_SETTINGS,
         TSR_KUBE_CACHE_N_RESOURCES,
 };
 

@@ -1,8 +1,10 @@
 /*
  * cache_lookup.h - what `tessera webhook`'s handlers read of the cluster: the kube watch cache
  * (kube/cache.h) behind the handler lookup (handler.h), plus the Settings and the operator's
- * namespace the process was started with. Also the server's readiness: the cache has completed
- * its first list of every resource.
+ * namespace. A Setting is the runtime gpustack.ai/v1 Setting object of that name in the operator's
+ * namespace (spec.value) when the API server serves one and its value parses, else the value the
+ * process was started with (GPUSTACK_* environment, --setting). Also the server's readiness: the
+ * cache has completed its first list of every resource.
  *
  * Ownership: the source borrows the cache and settings (they outlive it). Thread-safe: the
  * cache is, and the rest is read-only after setup.

@@ -54,7 +54,8 @@ MODELS = {
 # What the webhook's cache lists and watches (src/kube/cache.c).
 WATCHED = {("worker.gpustack.ai", "instancetypes"), ("worker.gpustack.ai", "kvcachepoolbindings"),
            ("worker.gpustack.ai", "kvcachepools"), ("worker.gpustack.ai", "kvcachebackends"),
-           ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "clusterqueues")}
+           ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "clusterqueues"),
+           ("gpustack.ai", "settings")}
 
 
 def main():

@@ -310,6 +310,7 @@ IT_PATH = "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
 LQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues"
 CQ_PATH = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 KV = "/apis/worker.gpustack.ai/v1alpha1"
+SETTINGS_PATH = "/apis/gpustack.ai/v1/namespaces/gpustack-system/settings"
 
 MUTATE_IT = "/mutate-worker-gpustack-ai-v1alpha1-instancetype"
 VALIDATE_IT = "/validate-worker-gpustack-ai-v1alpha1-instancetype"
@@ -531,6 +532,16 @@ def check_workload(c, fake):
                {"metadata": {"labels": {"resource.gpustack.ai/type": "instancetypes"}}})
     ok(eventually(lambda: pinned() == (True, True)), "and is pinned again when it is back")
 
+    # The runtime Setting wins over the value the webhook started with (the default, true).
+    fake.create(SETTINGS_PATH, {"apiVersion": "gpustack.ai/v1", "kind": "Setting",
+                                "metadata": {"name": "workload-fit-affinity",
+                                             "namespace": "gpustack-system"},
+                                "spec": {"value": "false"}})
+    ok(eventually(lambda: pinned() == (True, False)),
+       "Setting workload-fit-affinity=false (a watch event): the Workload passes unpinned")
+    fake.merge(SETTINGS_PATH + "/workload-fit-affinity", {"spec": {"value": "true"}})
+    ok(eventually(lambda: pinned() == (True, True)), "and true pins it again")
+
 
 def check_instance(c):
     inst = {"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Instance",
@@ -683,13 +694,15 @@ def check_cert_reload(w, d):
 
 
 def check_unserved_kinds(tessera, fake_script, d):
-    fake = Fake(fake_script, d, ["--unserved", "kvcachebackends", "--unserved", "kvcachepools"])
+    fake = Fake(fake_script, d, ["--unserved", "kvcachebackends", "--unserved", "kvcachepools",
+                                 "--unserved", "settings"])
     kc = os.path.join(d, "unserved.kubeconfig")
     write_kubeconfig(kc, fake.port, os.path.join(d, "ca.crt"))
     w = Webhook(tessera, d, kc)
     try:
         ok(eventually(lambda: w.probe("/readyz")[0] == 200),
-           "an API server without the KV-cache CRDs: ready all the same", w.probe("/readyz"))
+           "an API server without the KV-cache CRDs or the Settings API: ready all the same",
+           w.probe("/readyz"))
     finally:
         w.stop()
         fake.stop()

@@ -4,7 +4,8 @@
 It serves custom resources the way kube-apiserver serves CRDs (spec/kubernetes-contracts.md
 section 4): worker.gpustack.ai/v1alpha1 InstanceTypes, KVCachePools and KVCacheBackends (cluster
 scoped) and KVCachePoolBindings (namespaced); kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and
-ClusterQueues (cluster scoped). Any other resource is a 404, as for a CRD not installed.
+ClusterQueues (cluster scoped); gpustack.ai/v1 Settings (namespaced). Any other resource is a
+404, as for a CRD not installed.
 
 Semantics kept from the real server:
   * one global resourceVersion counter; every create, update, patch and delete is an event in a
@@ -66,6 +67,7 @@ RESOURCES = {
     ("worker.gpustack.ai", "v1alpha1", "kvcachepoolbindings"): ("KVCachePoolBinding", True),
     ("worker.gpustack.ai", "v1alpha1", "kvcachepools"): ("KVCachePool", False),
     ("worker.gpustack.ai", "v1alpha1", "kvcachebackends"): ("KVCacheBackend", False),
+    ("gpustack.ai", "v1", "settings"): ("Setting", True),
 }
 
 TRUE_VALUES = ("1", "t", "T", "true", "TRUE", "True")
