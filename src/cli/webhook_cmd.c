@@ -57,7 +57,8 @@ static void usage(FILE *f)
             "                          -1 turns it off, 0 picks a free one)\n"
             "  --threads N             worker threads, 1..256 (default: CPUs, at most 16)\n"
             "  --max-body BYTES        largest review accepted (default 7340032)\n"
-            "  --idle-timeout DURATION close idle keep-alive connections (default 90s)\n"
+            "  --idle-timeout DURATION close idle keep-alive connections, whole seconds, 0 never\n"
+            "                          (default 120s: longer than the API server's 90s)\n"
             "  --kubeconfig PATH       API server config (default: in-cluster, then $KUBECONFIG,\n"
             "                          then ~/.kube/config)\n"
             "  --context NAME          kubeconfig context (default: current-context)\n"
@@ -251,7 +252,7 @@ static int apply_option(struct options *o, int opt, const char *arg)
                 o->server.max_body = (size_t)v;
                 return 0;
         case OPT_IDLE:
-                if (parse_duration(arg, &ms) || ms < 1000)
+                if (parse_duration(arg, &ms) || ms % 1000)
                         break;
                 o->server.idle_timeout_s = ms / 1000;
                 return 0;
@@ -306,13 +307,14 @@ static int parse_options(int argc, char **argv, struct options *o)
         o->server.probe_port = 8081;
         o->server.threads = default_threads();
         o->server.max_body = TSR_WEBHOOK_MAX_BODY_DEFAULT;
-        o->server.idle_timeout_s = 90;
+        /* Longer than the API server client's 90 s IdleConnTimeout: the client closes first. */
+        o->server.idle_timeout_s = 120;
         o->shutdown_delay_ms = 2000;
         o->shutdown_grace_ms = 10000;
         o->system_namespace = ns && *ns ? ns : "gpustack-system";
         if (settings_from_env(&o->settings))
                 return -1;
-        optind = 1;
+        optind = 0; /* glibc: a full reset */
         while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
                 rc = apply_option(o, opt == 'h' ? OPT_HELP : opt, optarg);
                 if (rc)
@@ -355,6 +357,7 @@ static void block_signals(sigset_t *set)
 static int serve(struct options *o, struct tsr_kube_client *client)
 {
         struct tsr_cache_lookup source = {NULL, o->settings, o->system_namespace};
+        struct tsr_kube_cache_opts cache_opts = {.settings_namespace = o->system_namespace};
         struct tsr_webhook_server *server = NULL;
         struct tsr_diag diag;
         char port[16], probe[16];
@@ -363,7 +366,7 @@ static int serve(struct options *o, struct tsr_kube_client *client)
 
         block_signals(&set);
         tsr_diag_clear(&diag);
-        rc = tsr_kube_cache_new(client, &source.cache, &diag);
+        rc = tsr_kube_cache_new_opts(client, &cache_opts, &source.cache, &diag);
         if (rc) {
                 fprintf(stderr, "tessera webhook: %s\n", diag.msg);
                 return 1;

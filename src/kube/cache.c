@@ -40,10 +40,20 @@
 #define KEY_MAX                    512
 #define ENTRANCE_LABEL             "schedule.gpustack.ai/queue-entrance"
 
+#define PATH_MAX_LEN               256
+#define DEFAULT_SETTINGS_NAMESPACE "gpustack-system"
+
+/*
+ * What each watcher lists and watches. A path with "%s" is the namespaced collection of the
+ * operator's namespace (opts.settings_namespace). An optional resource does not hold back
+ * tsr_kube_cache_synced: the Settings API is served by the operator itself, so it is down
+ * whenever the operator is, and the values a process starts with stand in meanwhile.
+ */
 static const struct {
         const char *name;
         const char *path;
         bool namespaced;
+        bool optional;
 } resources[TSR_KUBE_CACHE_N_RESOURCES] = {
     [TSR_KUBE_CACHE_INSTANCETYPES] = {"instancetypes",
                                       "/apis/worker.gpustack.ai/v1alpha1/instancetypes", false},
@@ -58,7 +68,8 @@ static const struct {
                                      "/apis/worker.gpustack.ai/v1alpha1/kvcachepools", false},
     [TSR_KUBE_CACHE_KVCACHEBACKENDS] = {"kvcachebackends",
                                         "/apis/worker.gpustack.ai/v1alpha1/kvcachebackends", false},
-    [TSR_KUBE_CACHE_SETTINGS] = {"settings", "/apis/gpustack.ai/v1/settings", true},
+    [TSR_KUBE_CACHE_SETTINGS] = {"settings", "/apis/gpustack.ai/v1/namespaces/%s/settings", true,
+                                 true},
 };
 
 struct watcher {
@@ -69,6 +80,7 @@ struct watcher {
         struct tsr_kube_cancel cancel;
         uint64_t rng;
         char rv[64];                    /* the resume point; only the watcher thread touches it */
+        char path[PATH_MAX_LEN];        /* the collection; set before the thread starts */
         json_t *objects;                /* key -> object; guarded by c->lock */
         struct tsr_kube_cache_stats st; /* guarded by c->lock */
 };
@@ -197,7 +209,7 @@ static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *re
         size_t i;
         int rc;
 
-        rc = tsr_kube_client_list_all(c->client, resources[w->r].path, &lo, &list, res, diag);
+        rc = tsr_kube_client_list_all(c->client, w->path, &lo, &list, res, diag);
         if (rc)
                 return rc;
         rv = meta_str(list, "resourceVersion");
@@ -245,10 +257,11 @@ static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *re
 }
 
 /*
- * The API server does not serve the resource (its CRD is not installed: the list is a 404). The
- * cache holds none of it, which is the truth, and counts as synced so that a process needing
- * other kinds is not held unready; the watcher keeps listing after a backoff, so a CRD installed
- * later is picked up.
+ * The API server does not serve the resource (its CRD is not installed: the first list is a
+ * 404). The cache holds none of it, which is the truth, and counts as synced so that a process
+ * needing other kinds is not held unready; the watcher keeps listing after a backoff, so a CRD
+ * installed later is picked up. Only before the first list succeeds: a 404 later (an API server
+ * restarting before its CRD handlers are up) keeps what was held rather than empty it.
  */
 static void mark_not_served(struct watcher *w)
 {
@@ -346,7 +359,7 @@ static void *watcher_main(void *arg)
                         if (stopping(c))
                                 break;
                         if (rc) {
-                                if (rc == TSR_ENOTFOUND)
+                                if (rc == TSR_ENOTFOUND && !w->st.lists)
                                         mark_not_served(w);
                                 note_error(w, &diag);
                                 backoff(w, ++failures, res.retry_after_s);
@@ -364,8 +377,7 @@ static void *watcher_main(void *arg)
                 w->st.watches++;
                 pthread_rwlock_unlock(&c->lock);
                 t0 = now_ms();
-                rc = tsr_kube_client_watch(c->client, resources[w->r].path, &wo, on_event, &x, &res,
-                                           &diag);
+                rc = tsr_kube_client_watch(c->client, w->path, &wo, on_event, &x, &res, &diag);
                 if (stopping(c))
                         break;
                 if (res.events)
@@ -374,6 +386,9 @@ static void *watcher_main(void *arg)
                         need_list = gone = true;
                         continue;
                 }
+                /* The collection went away (its CRD deleted): list again, backing off. */
+                if (res.http == 404)
+                        need_list = true;
                 if (rc == 0 && (res.events || now_ms() - t0 >= SHORT_WATCH_MS))
                         continue;
                 if (rc == STOP_ERROR)
@@ -445,6 +460,15 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
                 c->opts.watch_timeout_s = DEFAULT_WATCH_TIMEOUT_S;
         if (c->opts.page_limit <= 0)
                 c->opts.page_limit = DEFAULT_PAGE_LIMIT;
+        if (!c->opts.settings_namespace || !*c->opts.settings_namespace)
+                c->opts.settings_namespace = DEFAULT_SETTINGS_NAMESPACE;
+        if (strlen(c->opts.settings_namespace) > 63) {
+                int rc = tsr_diag_set(diag, TSR_EINVAL, "kube cache: namespace %.80s is too long",
+                                      c->opts.settings_namespace);
+
+                free(c);
+                return rc;
+        }
         atomic_init(&c->stop, false);
         if (pthread_rwlock_init(&c->lock, NULL)) {
                 free(c);
@@ -468,6 +492,12 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
 
                 w->c = c;
                 w->r = (enum tsr_kube_cache_resource)r;
+                w->st.optional = resources[r].optional;
+                if (strstr(resources[r].path, "%s"))
+                        snprintf(w->path, sizeof(w->path), resources[r].path,
+                                 c->opts.settings_namespace);
+                else
+                        snprintf(w->path, sizeof(w->path), "%s", resources[r].path);
                 w->rng = ((uint64_t)now_ms() << 8) ^ (0x9E3779B97F4A7C15ull * (uint64_t)(r + 1));
                 w->objects = json_object();
                 if (!w->objects || tsr_kube_cancel_init(&w->cancel))
@@ -508,12 +538,24 @@ int tsr_kube_cache_new(struct tsr_kube_client *client, struct tsr_kube_cache **o
 
 /* ---- readers ------------------------------------------------------------------------------ */
 
+/* The synced bits every required (not optional) resource must have. */
+static unsigned required_mask(void)
+{
+        unsigned m = 0;
+
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
+                if (!resources[r].optional)
+                        m |= 1u << r;
+        return m;
+}
+
 bool tsr_kube_cache_synced(struct tsr_kube_cache *c)
 {
+        const unsigned need = required_mask();
         bool all;
 
         pthread_mutex_lock(&c->mu);
-        all = c->synced == (1u << TSR_KUBE_CACHE_N_RESOURCES) - 1;
+        all = (c->synced & need) == need;
         pthread_mutex_unlock(&c->mu);
         return all;
 }
@@ -521,14 +563,14 @@ bool tsr_kube_cache_synced(struct tsr_kube_cache *c)
 bool tsr_kube_cache_wait_synced(struct tsr_kube_cache *c, unsigned timeout_ms)
 {
         struct timespec until = deadline_in(timeout_ms);
-        const unsigned all = (1u << TSR_KUBE_CACHE_N_RESOURCES) - 1;
+        const unsigned need = required_mask();
         bool done;
 
         pthread_mutex_lock(&c->mu);
-        while (c->synced != all && !atomic_load(&c->stop))
+        while ((c->synced & need) != need && !atomic_load(&c->stop))
                 if (pthread_cond_timedwait(&c->cond, &c->mu, &until))
                         break;
-        done = c->synced == all;
+        done = (c->synced & need) == need;
         pthread_mutex_unlock(&c->mu);
         return done;
 }

@@ -3,15 +3,17 @@
  * controller and device manager) read: worker.gpustack.ai/v1alpha1 InstanceTypes (cluster-scoped),
  * KVCachePoolBindings (namespaced), KVCachePools and KVCacheBackends (cluster-scoped),
  * kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and ClusterQueues (cluster-scoped), and the
- * operator's runtime gpustack.ai/v1 Settings (namespaced; an aggregated API, often not served).
+ * operator's runtime gpustack.ai/v1 Settings (listed in the operator's namespace only; an
+ * aggregated API, often not served).
  *
  * One watcher thread per resource keeps it current: list, then watch from the list's
  * resourceVersion with bookmarks; a 410 Gone (or an ERROR event carrying one) re-lists; a dropped
  * or failed watch retries with capped exponential backoff; the token file is re-read on each
- * connection. A resource the API server does not serve (a 404 list: its CRD is not installed)
- * counts as synced and empty, and is listed again after a backoff. Readers take a shared lock; a
- * reader receives its own reference to an object, valid after the cache moves on (objects are never
- * modified in place, only replaced).
+ * connection. A resource the API server does not serve (a 404 on its first list: its CRD is not
+ * installed) counts as synced and empty, and is listed again after a backoff; a 404 on a watch
+ * sends the watcher back to list, and a 404 on a later list keeps what it held. Readers take a
+ * shared lock; a reader receives its own reference to an object, valid after the cache moves on
+ * (objects are never modified in place, only replaced).
  *
  * Ownership: tsr_kube_cache_new returns a new cache (stop and free with tsr_kube_cache_free). Every
  * lookup returns a new jansson reference (json_decref) or NULL. Thread-safe.
@@ -37,7 +39,11 @@ int tsr_kube_cache_new(struct tsr_kube_client *client, struct tsr_kube_cache **o
 /* Stops the watchers (joins their threads) and frees everything. c may be NULL. */
 void tsr_kube_cache_free(struct tsr_kube_cache *c);
 
-/* True once every resource has completed its first list (what readiness reports). */
+/*
+ * True once every resource but the optional Settings has completed its first list (what readiness
+ * reports). The Settings are served by the operator's aggregated API, down whenever the operator
+ * is; until they list, the Setting lookups find nothing and callers use their started-with values.
+ */
 bool tsr_kube_cache_synced(struct tsr_kube_cache *c);
 
 /* The InstanceType named name, or NULL. */
@@ -91,10 +97,11 @@ const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r);
  * when a 429 or 503 said Retry-After (still capped).
  */
 struct tsr_kube_cache_opts {
-        unsigned backoff_initial_ms; /* 500 */
-        unsigned backoff_max_ms;     /* 30000 */
-        long watch_timeout_s;        /* 300: timeoutSeconds of each watch (the server ends it) */
-        long page_limit;             /* 500: list page size */
+        unsigned backoff_initial_ms;    /* 500 */
+        unsigned backoff_max_ms;        /* 30000 */
+        long watch_timeout_s;           /* 300: timeoutSeconds of each watch (the server ends it) */
+        long page_limit;                /* 500: list page size */
+        const char *settings_namespace; /* "gpustack-system": where the Settings are read */
 };
 
 /* tsr_kube_cache_new with tuning (opts may be NULL: the defaults). Same returns. */
@@ -114,6 +121,7 @@ struct tsr_kube_cache_stats {
         unsigned long bookmarks;      /* BOOKMARK events */
         size_t objects;               /* objects held now */
         bool synced;                  /* the first list completed */
+        bool optional;                /* not needed for tsr_kube_cache_synced (the Settings) */
         char resource_version[64];    /* the resume point: the last list, event or bookmark's */
         char last_error[512];         /* the last failure's message, "" if none yet */
 };

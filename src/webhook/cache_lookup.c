@@ -90,7 +90,7 @@ bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len)
                 struct tsr_kube_cache_stats st;
 
                 tsr_kube_cache_stats(l->cache, (enum tsr_kube_cache_resource)r, &st);
-                if (!st.synced) {
+                if (!st.synced && !st.optional) {
                         snprintf(why, why_len, "waiting for the first list of %s%s%s",
                                  tsr_kube_cache_resource_name((enum tsr_kube_cache_resource)r),
                                  st.last_error[0] ? ": " : "", st.last_error);

@@ -22,6 +22,7 @@
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,7 @@ struct request {
         bool counted;                          /* a review in flight (in_flight counts it) */
         struct tsr_buf body;
         bool too_big;
+        unsigned long long discarded; /* body bytes read and dropped */
         struct timespec start;
 };
 
@@ -78,9 +80,14 @@ static double seconds_since(const struct timespec *start)
         return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
 }
 
-/* Queues body (malloc'd, taken) with status and content_type; NULL body answers 500 empty. */
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *body,
-                             const char *content_type)
+/*
+ * Queues body (malloc'd, taken; NULL answers 500 without one) with status and content_type, and
+ * allow as the Allow header of a 405. While the server stops, every answer closes its
+ * connection: a client that kept it alive would lose a request the drain cuts.
+ */
+static enum MHD_Result reply(struct tsr_webhook_server *s, struct MHD_Connection *c,
+                             unsigned status, char *body, const char *content_type,
+                             const char *allow)
 {
         struct MHD_Response *resp;
         enum MHD_Result ok;
@@ -96,21 +103,26 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *bo
                 return MHD_NO;
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-        if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "POST");
+        if (allow)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+        if (atomic_load(&s->stopping))
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
         ok = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
         return ok;
 }
 
-static enum MHD_Result reply_status(struct MHD_Connection *c, unsigned status, const char *message)
+static enum MHD_Result reply_status(struct tsr_webhook_server *s, struct MHD_Connection *c,
+                                    unsigned status, const char *message, const char *allow)
 {
-        return reply(c, status, tsr_webhook_status_body((int)status, message), "application/json");
+        return reply(s, c, status, tsr_webhook_status_body((int)status, message),
+                     "application/json", allow);
 }
 
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text)
+static enum MHD_Result reply_text(struct tsr_webhook_server *s, struct MHD_Connection *c,
+                                  unsigned status, const char *text)
 {
-        return reply(c, status, strdup(text), "text/plain; charset=utf-8");
+        return reply(s, c, status, strdup(text), "text/plain; charset=utf-8", NULL);
 }
 
 static size_t route_index(const struct tsr_webhook_server *s, const struct tsr_webhook_route *r)
@@ -141,14 +153,14 @@ static enum MHD_Result serve_readyz(struct tsr_webhook_server *s, struct MHD_Con
         char why[256] = "";
 
         if (atomic_load(&s->stopping))
-                return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting down\n");
+                return reply_text(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting down\n");
         if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
                 char line[300];
 
                 snprintf(line, sizeof(line), "%s\n", why[0] ? why : "not ready");
-                return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, line);
+                return reply_text(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, line);
         }
-        return reply_text(c, MHD_HTTP_OK, "ok\n");
+        return reply_text(s, c, MHD_HTTP_OK, "ok\n");
 }
 
 static enum MHD_Result serve_metrics(struct tsr_webhook_server *s, struct MHD_Connection *c)
@@ -158,19 +170,19 @@ static enum MHD_Result serve_metrics(struct tsr_webhook_server *s, struct MHD_Co
 
         if (tsr_metrics_render(s->metrics, &out)) {
                 tsr_buf_release(&out);
-                return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "text/plain");
+                return reply(s, c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "text/plain", NULL);
         }
         text = tsr_buf_detach(&out);
-        return reply(c, MHD_HTTP_OK, text, "text/plain; version=0.0.4; charset=utf-8");
+        return reply(s, c, MHD_HTTP_OK, text, "text/plain; version=0.0.4; charset=utf-8", NULL);
 }
 
 static enum MHD_Result serve_get(struct tsr_webhook_server *s, struct MHD_Connection *c,
                                  const char *url, const char *method)
 {
         if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
-                return reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET");
+                return reply_status(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET", "GET, HEAD");
         if (!strcmp(url, "/healthz"))
-                return reply_text(c, MHD_HTTP_OK, "ok\n");
+                return reply_text(s, c, MHD_HTTP_OK, "ok\n");
         if (!strcmp(url, "/readyz"))
                 return serve_readyz(s, c);
         return serve_metrics(s, c);
@@ -195,6 +207,31 @@ static void log_review(const struct tsr_webhook_route *route, const struct tsr_w
                 o->patched ? "true" : "false", "error", o->error, "ms", ms, NULL);
 }
 
+/* A review refused before its handler (405, 413, 415, 503): counted, logged and answered. */
+static enum MHD_Result refuse(struct tsr_webhook_server *s, struct MHD_Connection *c,
+                              const struct tsr_webhook_route *route, unsigned status,
+                              double seconds, const char *msg)
+{
+        char code[8];
+
+        snprintf(code, sizeof(code), "%u", status);
+        tsr_metrics_observe(s->metrics, route_index(s, route), (int)status, seconds, false, NULL,
+                            false);
+        tsr_log(status >= 500 ? TSR_LOG_WARN : TSR_LOG_INFO, "review refused", "webhook",
+                route->name, "http", code, "error", msg, NULL);
+        return reply_status(s, c, status, msg,
+                            status == MHD_HTTP_METHOD_NOT_ALLOWED ? "POST" : NULL);
+}
+
+static enum MHD_Result refuse_too_big(struct tsr_webhook_server *s, struct MHD_Connection *c,
+                                      const struct tsr_webhook_route *route, double seconds)
+{
+        char msg[96];
+
+        snprintf(msg, sizeof(msg), "the review exceeds %zu bytes", s->cfg.max_body);
+        return refuse(s, c, route, MHD_HTTP_CONTENT_TOO_LARGE, seconds, msg);
+}
+
 /* The body is complete: answer the review. */
 static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Connection *c,
                                     struct request *r)
@@ -205,26 +242,15 @@ static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Con
         enum MHD_Result ok;
         int rc;
 
-        if (r->too_big) {
-                char msg[96];
-
-                snprintf(msg, sizeof(msg), "the review exceeds %zu bytes", s->cfg.max_body);
-                tsr_metrics_observe(s->metrics, route_index(s, r->route), 413,
-                                    seconds_since(&r->start), false, NULL, false);
-                tsr_log(TSR_LOG_INFO, "review refused", "webhook", r->route->name, "http", "413",
-                        "error", msg, NULL);
-                return reply_status(c, MHD_HTTP_CONTENT_TOO_LARGE, msg);
-        }
+        if (r->too_big)
+                return refuse_too_big(s, c, r->route, seconds_since(&r->start));
         if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
                 char msg[300];
 
                 /* Answering from a cache that has not listed everything would deny wrongly. */
                 snprintf(msg, sizeof(msg), "not ready: %s", why);
-                tsr_metrics_observe(s->metrics, route_index(s, r->route), 503,
-                                    seconds_since(&r->start), false, NULL, false);
-                tsr_log(TSR_LOG_WARN, "review refused", "webhook", r->route->name, "http", "503",
-                        "error", msg, NULL);
-                return reply_status(c, MHD_HTTP_SERVICE_UNAVAILABLE, msg);
+                return refuse(s, c, r->route, MHD_HTTP_SERVICE_UNAVAILABLE,
+                              seconds_since(&r->start), msg);
         }
         memset(&lookup, 0, sizeof(lookup));
         s->cfg.lookup(s->cfg.ctx, &lookup);
@@ -235,7 +261,7 @@ static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Con
                 snprintf(o.error, sizeof(o.error), "%s", tsr_strerror(rc));
                 body = NULL;
         }
-        ok = reply(c, (unsigned)o.http_status, body, "application/json");
+        ok = reply(s, c, (unsigned)o.http_status, body, "application/json", NULL);
         tsr_metrics_observe(s->metrics, route_index(s, r->route), o.http_status,
                             seconds_since(&r->start), o.http_status == 200 && !o.allowed, o.rule,
                             o.patched);
@@ -255,14 +281,9 @@ static enum MHD_Result begin(struct listener *l, struct MHD_Connection *c, const
 
         length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         declared = length ? strtoull(length, NULL, 10) : 0;
-        if (route && declared / DRAIN_FACTOR > s->cfg.max_body) {
-                char msg[96];
-
-                /* Not worth reading to keep the connection: refused now, and it closes. */
-                snprintf(msg, sizeof(msg), "the review exceeds %zu bytes", s->cfg.max_body);
-                tsr_metrics_observe(s->metrics, route_index(s, route), 413, 0, false, NULL, false);
-                return reply_status(c, MHD_HTTP_CONTENT_TOO_LARGE, msg);
-        }
+        /* Not worth reading to keep the connection: refused now, and the connection closes. */
+        if (route && declared / DRAIN_FACTOR > s->cfg.max_body)
+                return refuse_too_big(s, c, route, 0);
         r = calloc(1, sizeof(*r));
         if (!r)
                 return MHD_NO;
@@ -289,16 +310,18 @@ static enum MHD_Result finish(struct listener *l, struct MHD_Connection *c, cons
                               const char *method, struct request *r)
 {
         struct tsr_webhook_server *s = l->server;
+        double seconds = seconds_since(&r->start);
 
         if (r->refuse == MHD_HTTP_METHOD_NOT_ALLOWED)
-                return reply_status(c, r->refuse, "admission reviews are POSTed");
+                return refuse(s, c, r->route, r->refuse, seconds, "admission reviews are POSTed");
         if (r->refuse == MHD_HTTP_UNSUPPORTED_MEDIA_TYPE)
-                return reply_status(c, r->refuse, "the review must be sent as application/json");
+                return refuse(s, c, r->route, r->refuse, seconds,
+                              "the review must be sent as application/json");
         if (r->route)
                 return serve_review(s, c, r);
         if (!strcmp(url, "/healthz") || !strcmp(url, "/readyz") || !strcmp(url, "/metrics"))
                 return serve_get(s, c, url, method);
-        return reply_status(c, MHD_HTTP_NOT_FOUND, "no webhook is served at this path");
+        return reply_status(s, c, MHD_HTTP_NOT_FOUND, "no webhook is served at this path", NULL);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -312,10 +335,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!r)
                 return begin(l, c, url, method, con_cls);
         if (*upload_data_size) {
-                /* A body nobody reads (a refusal, a probe, an unknown path) is discarded. */
                 if (r->counted && !r->too_big &&
                     tsr_buf_add(&r->body, upload_data, *upload_data_size))
                         r->too_big = true;
+                /*
+                 * A body nobody reads (a refusal, a probe, an unknown path) is dropped, up to a
+                 * point: past it the connection is cut rather than drained forever.
+                 */
+                if (!r->counted || r->too_big) {
+                        r->discarded += *upload_data_size;
+                        if (r->discarded / DRAIN_FACTOR > l->server->cfg.max_body)
+                                return MHD_NO;
+                }
                 *upload_data_size = 0;
                 return MHD_YES;
         }
@@ -412,8 +443,13 @@ static int listen_on(struct tsr_webhook_server *s, struct listener *l, unsigned 
                      struct tsr_diag *diag)
 {
         const struct tsr_webhook_server_config *cfg = &s->cfg;
+        /*
+         * poll(), not epoll: with a thread pool, quiescing an epoll daemon removes the listening
+         * socket from every worker's epoll set from the caller's thread and aborts if a worker
+         * got there first (libmicrohttpd 0.9.75); with poll() it goes through the ITC channel.
+         */
         unsigned flags =
-            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
         unsigned threads = l->tls ? cfg->threads : 1;
         struct sockaddr_storage ss;
         struct sockaddr *addr = NULL;
@@ -548,20 +584,40 @@ static void sleep_ms(unsigned ms)
         nanosleep(&ts, NULL);
 }
 
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static unsigned open_connections(const struct listener *l)
+{
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+        return info ? info->num_connections : 0;
+}
+
 void tsr_webhook_server_stop(struct tsr_webhook_server *s, unsigned delay_ms, unsigned grace_ms)
 {
         MHD_socket fd;
-        unsigned waited = 0;
+        int64_t deadline;
 
         if (!s)
                 return;
-        atomic_store(&s->stopping, true);
+        atomic_store(&s->stopping, true); /* not ready; every answer now closes its connection */
         sleep_ms(delay_ms);
         fd = MHD_quiesce_daemon(s->webhooks.daemon);
-        while (atomic_load(&s->in_flight) > 0 && waited < grace_ms) {
+        /*
+         * Kept-alive connections stay open after the quiesce: each closes after its next answer,
+         * or at the deadline. Reviews in flight are answered first.
+         */
+        deadline = now_ms() + grace_ms;
+        while ((atomic_load(&s->in_flight) > 0 || open_connections(&s->webhooks) > 0) &&
+               now_ms() < deadline)
                 sleep_ms(10);
-                waited += 10;
-        }
         if (atomic_load(&s->in_flight) > 0)
                 tsr_log(TSR_LOG_WARN, "shutdown grace ended with reviews in flight", NULL);
         server_free(s);

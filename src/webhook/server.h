@@ -20,8 +20,9 @@
  * allowed reviews, always with the request uid.
  *
  * Shutdown (tsr_webhook_server_stop) first reports not-ready for delay_ms while still serving, so
- * the API server's endpoints drop this replica; then stops accepting connections, waits up to
- * grace_ms for reviews in flight to be answered, and closes everything.
+ * the API server's endpoints drop this replica, every answer from then on closing its connection;
+ * then stops accepting connections and waits up to grace_ms for the reviews in flight and for the
+ * kept-alive connections (each closes after its next answer), and closes what is left.
  *
  * One server per process: GnuTLS's certificate callback is process-wide (tls_store.h).
  * Ownership: the config and everything it points to are borrowed and must outlive the server.
@@ -48,7 +49,7 @@ struct tsr_webhook_server_config {
         const char *key_file;    /* PEM private key */
         unsigned threads;        /* worker threads, 1..256 */
         size_t max_body;         /* the largest review accepted, in bytes */
-        unsigned idle_timeout_s; /* an idle keep-alive connection is closed after this */
+        unsigned idle_timeout_s; /* an idle keep-alive connection is closed after this; 0 never */
         const struct tsr_webhook_route *routes;
         size_t n_routes;
         /* Fills *lookup with the cluster state one review reads (its current Settings included). */

@@ -38,6 +38,8 @@ struct tsr_tls_store {
         struct generation *current; /* newest first; older ones stay until free */
         unsigned generations;
         struct file_id cert_id, key_id;
+        struct file_id refused_cert_id, refused_key_id; /* the last pair that failed to load */
+        bool refused;
         time_t checked;
 };
 
@@ -128,6 +130,8 @@ out:
         if (from_key)
                 gnutls_pubkey_deinit(from_key);
         gnutls_free(cert.data);
+        if (key.data)
+                gnutls_memset(key.data, 0, key.size); /* the private key's PEM */
         gnutls_free(key.data);
         if (rc) {
                 generation_free(g);
@@ -145,13 +149,13 @@ int tsr_tls_store_new(const char *cert_file, const char *key_file, struct tsr_tl
 
         if (!s)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        pthread_mutex_init(&s->lock, NULL);
         s->cert_file = strdup(cert_file);
         s->key_file = strdup(key_file);
         if (!s->cert_file || !s->key_file) {
                 tsr_tls_store_free(s);
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         }
-        pthread_mutex_init(&s->lock, NULL);
         file_id(cert_file, &s->cert_id);
         file_id(key_file, &s->key_id);
         rc = load(cert_file, key_file, &s->current, diag);
@@ -193,9 +197,18 @@ static int reload_locked(struct tsr_tls_store *s, struct tsr_diag *diag)
                                     s->key_file);
         if (same_id(&cert_id, &s->cert_id) && same_id(&key_id, &s->key_id))
                 return 0;
+        /* A pair already refused is not read (and reported) again until a file changes. */
+        if (s->refused && same_id(&cert_id, &s->refused_cert_id) &&
+            same_id(&key_id, &s->refused_key_id))
+                return 0;
         rc = load(s->cert_file, s->key_file, &g, diag);
-        if (rc)
+        if (rc) {
+                s->refused = true;
+                s->refused_cert_id = cert_id;
+                s->refused_key_id = key_id;
                 return rc;
+        }
+        s->refused = false;
         g->older = s->current;
         s->current = g;
         s->generations++;

@@ -5,13 +5,15 @@
  * which the kubelet swaps atomically when cert-manager renews it). Every TLS handshake asks the
  * store for the current pair through a GnuTLS retrieve callback; at most once a second that call
  * checks the files (inode, size, modification time) and loads a changed pair. A pair that fails to
- * load -- a half-written file, a key that does not match -- is refused with a log line and the
- * previous pair keeps serving. Every loaded generation lives until the store is freed, so a
- * handshake in flight never sees its certificate freed.
+ * load -- a half-written file, a key that does not match -- is refused with one log line (it is not
+ * tried again until a file changes) and the previous pair keeps serving. Every loaded generation
+ * lives until the store is freed, so a handshake in flight never sees its certificate freed.
  *
  * GnuTLS's retrieve callback carries no user pointer, so one store per process is the callback's
- * (tsr_tls_store_install): one TLS server per process. Freeing the installed store uninstalls it,
- * and waits for a handshake reading it to finish. The store itself is thread-safe.
+ * (tsr_tls_store_install): one TLS server per process. Freeing the installed store uninstalls it
+ * and waits for a retrieve callback reading it to return; GnuTLS goes on using what the callback
+ * returned for the rest of that handshake, so free the store only after the TLS listener has
+ * stopped (server.c does). The store itself is thread-safe.
  * Ownership: tsr_tls_store_new returns a new store (free with tsr_tls_store_free).
  */
 #ifndef TSR_WEBHOOK_TLS_STORE_H

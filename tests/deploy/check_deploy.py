@@ -98,8 +98,16 @@ def main():
 
     services = {(s["metadata"]["namespace"], s["metadata"]["name"]): s
                 for s in by_kind["Service"]}
-    cert_names = set(by_kind["Certificate"][0]["spec"]["dnsNames"])
-    container = by_kind["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+    pod_spec = by_kind["Deployment"][0]["spec"]["template"]["spec"]
+    container = pod_spec["containers"][0]
+    mounted = {v["secret"]["secretName"] for v in pod_spec.get("volumes", []) if "secret" in v}
+    serving = [c for c in by_kind["Certificate"] if c["spec"]["secretName"] in mounted]
+    cert_names = set(serving[0]["spec"].get("dnsNames", [])) if len(serving) == 1 else set()
+    ok(len(serving) == 1 and all(
+        cfg["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] ==
+        "%s/%s" % (serving[0]["metadata"]["namespace"], serving[0]["metadata"]["name"])
+        for cfg in (mutating, validating)),
+       "the mounted serving certificate is the one whose CA the configurations trust")
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     for cfg in (mutating, validating):
         for w in cfg["webhooks"]:

@@ -529,6 +529,32 @@ static void test_failures_backoff(void **state)
         assert_non_null(strstr(stats(TSR_KUBE_CACHE_CLUSTERQUEUES).last_error, "500"));
 }
 
+/*
+ * A 404 after the first list (an API server restarting before its CRD handlers are up) keeps what
+ * the cache holds and sends the watcher back to list; the cache stays synced and recovers.
+ */
+static void test_not_found_later_keeps_objects(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
+
+        (void)state;
+        create_it("nu", NULL, 1);
+        EVENTUALLY(has_it("nu"), "nu reaches the cache");
+        json_decref(fake_control(&W.fake, "fail",
+                                 "{\"status\":404,\"count\":3,\"match\":\"instancetypes\"}"));
+        json_decref(fake_control(&W.fake, "drop", NULL));
+        EVENTUALLY(strstr(stats(TSR_KUBE_CACHE_INSTANCETYPES).last_error, "404") != NULL,
+                   "the watcher meets the 404s");
+        assert_true(has_it("nu"));
+        assert_true(tsr_kube_cache_synced(W.cache));
+        EVENTUALLY(stats(TSR_KUBE_CACHE_INSTANCETYPES).lists > s0.lists,
+                   "a 404 on the watch sends the watcher back to list");
+        create_it("xi", NULL, 1);
+        EVENTUALLY(has_it("xi") && has_it("nu"), "the watcher recovers, nothing lost");
+        delete_it("xi");
+        delete_it("nu");
+}
+
 static void test_token_rotation(void **state)
 {
         struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
@@ -602,11 +628,17 @@ static void test_shutdown(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_initial_sync),      cmocka_unit_test(test_events),
-            cmocka_unit_test(test_entrance),          cmocka_unit_test(test_bookmarks),
-            cmocka_unit_test(test_compaction_event),  cmocka_unit_test(test_compaction_http),
-            cmocka_unit_test(test_expire_mid_stream), cmocka_unit_test(test_dropped_watch),
-            cmocka_unit_test(test_failures_backoff),  cmocka_unit_test(test_token_rotation),
+            cmocka_unit_test(test_initial_sync),
+            cmocka_unit_test(test_events),
+            cmocka_unit_test(test_entrance),
+            cmocka_unit_test(test_bookmarks),
+            cmocka_unit_test(test_compaction_event),
+            cmocka_unit_test(test_compaction_http),
+            cmocka_unit_test(test_expire_mid_stream),
+            cmocka_unit_test(test_dropped_watch),
+            cmocka_unit_test(test_failures_backoff),
+            cmocka_unit_test(test_not_found_later_keeps_objects),
+            cmocka_unit_test(test_token_rotation),
             cmocka_unit_test(test_shutdown),
         };
 

@@ -256,6 +256,7 @@ class Client:
             "Content-Type": content_type, "Accept": "application/json"})
         r = self.conn.getresponse()
         raw = r.read()
+        self.headers = dict((k.lower(), v) for k, v in r.getheaders())
         if r.getheader("Connection", "").lower() == "close":
             self.conn.close()
         try:
@@ -267,6 +268,7 @@ class Client:
     def get(self, path):
         self.conn.request("GET", path)
         r = self.conn.getresponse()
+        self.last_allow = r.getheader("Allow")
         return r.status, r.read()
 
     def review(self, path, obj, op="CREATE", old=None, kind=("", "v1", "Pod"), ns="team-a",
@@ -627,7 +629,10 @@ def check_transport_errors(c, w):
     status, doc = c.post(MUTATE_POD, {"apiVersion": "admission.k8s.io/v1"}, "text/plain")
     ok(status == 415, "a body that is not application/json: 415", doc)
     status, _ = c.get(MUTATE_POD)
-    ok(status == 405, "GET on a webhook path: 405")
+    ok(status == 405 and c.last_allow == "POST", "GET on a webhook path: 405, Allow: POST")
+    status, _ = c.post("/healthz", {})
+    ok(status == 405 and c.headers.get("allow") == "GET, HEAD",
+       "POST on /healthz: 405, Allow: GET, HEAD", c.headers)
     status, doc = c.post("/mutate-nothing", {"apiVersion": "admission.k8s.io/v1"})
     ok(status == 404, "an unknown path: 404", doc)
     dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}
@@ -656,6 +661,10 @@ def check_metrics(w):
              'code="413"}') == 1, "/metrics counts the 413", text[:3000])
     ok(value('tessera_webhook_denials_total{webhook="mutate.gpustack-worker.core.v1.pod",'
              'rule="wrong-kind"}') == 1, "/metrics counts denials by rule", text[:3000])
+    ok(value('tessera_webhook_requests_total{webhook="mutate.gpustack-worker.core.v1.pod",'
+             'code="405"}') == 1 and
+       value('tessera_webhook_requests_total{webhook="mutate.gpustack-worker.core.v1.pod",'
+             'code="415"}') == 1, "/metrics counts the 405 and the 415", text[:3000])
     count = value('tessera_webhook_request_duration_seconds_count'
                   '{webhook="mutate.gpustack-worker.core.v1.pod"}')
     ok(count is not None and count >= pod_ok, "/metrics has the latency histogram")
@@ -693,16 +702,22 @@ def check_cert_reload(w, d):
        "a key that is not the certificate's is refused too")
 
 
-def check_unserved_kinds(tessera, fake_script, d):
-    fake = Fake(fake_script, d, ["--unserved", "kvcachebackends", "--unserved", "kvcachepools",
-                                 "--unserved", "settings"])
+def check_unserved_kinds(tessera, fake_script, d, settings_status):
+    """Without the KV-cache CRDs, and with a Settings API that answers settings_status."""
+    extra = ["--unserved", "kvcachebackends", "--unserved", "kvcachepools"]
+    if settings_status == 404:
+        extra += ["--unserved", "settings"]
+    fake = Fake(fake_script, d, extra)
+    if settings_status != 404:  # an aggregated API whose operator is down
+        fake.request("POST", "/_test/fail", {"status": settings_status, "count": 1000000,
+                                             "match": "/settings"})
     kc = os.path.join(d, "unserved.kubeconfig")
     write_kubeconfig(kc, fake.port, os.path.join(d, "ca.crt"))
     w = Webhook(tessera, d, kc)
     try:
         ok(eventually(lambda: w.probe("/readyz")[0] == 200),
-           "an API server without the KV-cache CRDs or the Settings API: ready all the same",
-           w.probe("/readyz"))
+           "an API server without the KV-cache CRDs, its Settings API answering %d: ready all "
+           "the same" % settings_status, w.probe("/readyz"))
     finally:
         w.stop()
         fake.stop()
@@ -710,16 +725,22 @@ def check_unserved_kinds(tessera, fake_script, d):
 
 
 def check_shutdown(w, c):
+    t0 = time.monotonic()
     w.proc.send_signal(signal.SIGTERM)
     st = eventually(lambda: w.probe("/readyz")[0] == 503 or None, timeout=2)
     ok(st, "after SIGTERM: /readyz reports 503 while draining")
     resp = c.review(MUTATE_POD, pod("late", {"cpu": "1"}))
-    ok(resp["allowed"], "reviews are still answered during the shutdown delay")
+    ok(resp["allowed"] and c.headers.get("connection") == "close",
+       "reviews are still answered during the shutdown delay, closing their connection",
+       c.headers)
     try:
         rc = w.proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         rc = None
+    took = time.monotonic() - t0
     ok(rc == 0 and w.find("msg=stopped"), "exits 0 after the drain", rc)
+    ok(took < 3.0, "the drain ends once the last kept-alive connection has closed (%.1f s; "
+       "delay 0.7 s, grace 5 s)" % took)
     w.stop()
     w.check_stderr("the webhook")
 
@@ -763,7 +784,8 @@ def main():
            "closing theirs)" % c.conn.handshakes)
         check_cert_reload(w, d)
         install_pair(d, "leaf2.crt", "leaf2.key")
-        check_unserved_kinds(tessera, fake_script, d)
+        check_unserved_kinds(tessera, fake_script, d, 404)
+        check_unserved_kinds(tessera, fake_script, d, 503)
         check_shutdown(w, c)
     except Exception as e:  # noqa: BLE001 - any failure is one failed TAP line with its cause
         ok(False, "the run completed", "%s: %s" % (type(e).__name__, e))
