@@ -53,32 +53,6 @@ struct itype {
         json_t *profiles; /* status.detail.slicedDetail.physical.profiles, borrowed */
 };
 
-static int read_string(json_t *obj, const char *path, const char **out, struct tsr_diag *diag)
-{
-        json_t *v = tsr_json_at(obj, path);
-
-        *out = "";
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_string(v))
-                return tsr_diag_set(diag, TSR_EPARSE, "%s is not a string", path);
-        *out = json_string_value(v);
-        return 0;
-}
-
-static int read_int(json_t *obj, const char *path, int64_t *out, struct tsr_diag *diag)
-{
-        json_t *v = tsr_json_at(obj, path);
-
-        *out = 0;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_integer(v))
-                return tsr_diag_set(diag, TSR_EPARSE, "%s is not an integer", path);
-        *out = (int64_t)json_integer_value(v);
-        return 0;
-}
-
 static int read_quantity(json_t *obj, const char *path, struct tsr_quantity *q, bool *present,
                          struct tsr_diag *diag)
 {
@@ -103,9 +77,9 @@ static int read_res(json_t *inst, struct inst_res *r, struct tsr_diag *diag)
             (rc = read_quantity(inst, P_RAM, &r->ram, NULL, diag)) ||
             (rc = read_quantity(inst, P_STORAGE, &r->storage, NULL, diag)) ||
             (rc = read_quantity(inst, P_ACCEL, &r->accel, &r->has_accel, diag)) ||
-            (rc = read_int(inst, P_MEM_PCT, &r->mem_pct, diag)) ||
-            (rc = read_int(inst, P_CORE_PCT, &r->cores_pct, diag)) ||
-            (rc = read_string(inst, P_PROFILE, &r->profile, diag)))
+            (rc = tsr_json_read_int(inst, P_MEM_PCT, &r->mem_pct, diag)) ||
+            (rc = tsr_json_read_int(inst, P_CORE_PCT, &r->cores_pct, diag)) ||
+            (rc = tsr_json_read_string(inst, P_PROFILE, &r->profile, diag)))
                 return rc;
         return 0;
 }
@@ -131,20 +105,20 @@ static int read_itype(json_t *it, const char *name, struct itype *t, struct tsr_
                 snprintf(t->unit_cpu_text, sizeof(t->unit_cpu_text), "%" JSON_INTEGER_FORMAT,
                          json_integer_value(v));
                 t->unit_cpu = t->unit_cpu_text;
-        } else if ((rc = read_string(it, "spec.unitResources.cpu", &t->unit_cpu, diag))) {
+        } else if ((rc = tsr_json_read_string(it, "spec.unitResources.cpu", &t->unit_cpu, diag))) {
                 return rc;
         }
         t->spec_memory = tsr_json_at(it, "spec.memory");
-        if ((rc = read_string(it, "spec.unitResources.ram", &t->unit_ram, diag)) ||
-            (rc = read_string(it, "spec.localStorage", &t->local_storage, diag)) ||
-            (rc = read_string(it, "status.detail.manufacturer", &t->manufacturer, diag)) ||
+        if ((rc = tsr_json_read_string(it, "spec.unitResources.ram", &t->unit_ram, diag)) ||
+            (rc = tsr_json_read_string(it, "spec.localStorage", &t->local_storage, diag)) ||
+            (rc = tsr_json_read_string(it, "status.detail.manufacturer", &t->manufacturer, diag)) ||
             (rc = read_quantity(it, "status.cpu.capacity", &t->cpu_capacity, NULL, diag)) ||
             (rc = read_quantity(it, "status.accelerator.capacity", &t->accel_capacity, NULL,
                                 diag)) ||
-            (rc = read_int(it, "status.detail.slicedDetail.logical.count", &t->logical_count,
-                           diag)) ||
-            (rc = read_int(it, "status.detail.slicedDetail.physical.count", &t->physical_count,
-                           diag)))
+            (rc = tsr_json_read_int(it, "status.detail.slicedDetail.logical.count",
+                                    &t->logical_count, diag)) ||
+            (rc = tsr_json_read_int(it, "status.detail.slicedDetail.physical.count",
+                                    &t->physical_count, diag)))
                 return rc;
         if (!*t->manufacturer && json_is_object(tsr_json_at(it, "status.detail.slicedDetail"))) {
                 /*
@@ -442,19 +416,6 @@ static const char *name_of(const struct tsr_review *review, json_t *obj)
         return name && *name ? name : review->name;
 }
 
-static int read_stop(json_t *inst, bool *stop, struct tsr_diag *diag)
-{
-        json_t *v = tsr_json_at(inst, "spec.stop");
-
-        *stop = false;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_boolean(v))
-                return tsr_diag_set(diag, TSR_EPARSE, "spec.stop is not a boolean");
-        *stop = json_is_true(v);
-        return 0;
-}
-
 static void check_volume(json_t *inst, struct tsr_field_list *errs, struct tsr_diag *diag, int *rc)
 {
         json_t *eph = tsr_json_at(inst, "spec.volume.ephemeral");
@@ -499,8 +460,9 @@ static int validate_create(const struct tsr_webhook_lookup *x, const struct tsr_
         if (!x->instancetype)
                 return tsr_diag_set(diag, TSR_EINVAL, "the lookup cannot read InstanceTypes");
         tsr_field_list_clear(&errs);
-        if ((rc = read_string(inst, "spec.type", &type, diag)) ||
-            (rc = read_stop(inst, &stop, diag)) || (rc = read_res(inst, &r, diag)))
+        if ((rc = tsr_json_read_string(inst, "spec.type", &type, diag)) ||
+            (rc = tsr_json_read_bool(inst, "spec.stop", &stop, diag)) ||
+            (rc = read_res(inst, &r, diag)))
                 return rc;
         if (!strcmp(ns, "kube-system") || !strcmp(ns, sys)) {
                 tsr_field_invalid_str(&errs, "metadata.namespace", ns,
@@ -567,8 +529,10 @@ static int validate_update(const struct tsr_webhook_lookup *x, const struct tsr_
 
         if (!x->instancetype)
                 return tsr_diag_set(diag, TSR_EINVAL, "the lookup cannot read InstanceTypes");
-        if ((rc = read_stop(old, &stopped, diag)) || (rc = read_stop(inst, &stop_new, diag)) ||
-            (rc = read_string(inst, "spec.type", &type, diag)) || (rc = read_res(inst, &r, diag)))
+        if ((rc = tsr_json_read_bool(old, "spec.stop", &stopped, diag)) ||
+            (rc = tsr_json_read_bool(inst, "spec.stop", &stop_new, diag)) ||
+            (rc = tsr_json_read_string(inst, "spec.type", &type, diag)) ||
+            (rc = read_res(inst, &r, diag)))
                 return rc;
         tsr_field_list_clear(&errs);
         for (size_t i = 0; !stopped && i < sizeof(frozen_while_running) / sizeof(char *); i++) {
@@ -820,8 +784,8 @@ int tsr_webhook_instance_mutate(const struct tsr_webhook_lookup *lookup,
                 return tsr_diag_set(diag, TSR_EPARSE, "Instance is not an object");
         if (!lookup->instancetype)
                 return tsr_diag_set(diag, TSR_EINVAL, "the lookup cannot read InstanceTypes");
-        if ((rc = read_string(review->object, "spec.type", &type, diag)) ||
-            (rc = read_stop(review->object, &stop, diag)) ||
+        if ((rc = tsr_json_read_string(review->object, "spec.type", &type, diag)) ||
+            (rc = tsr_json_read_bool(review->object, "spec.stop", &stop, diag)) ||
             (rc = read_res(review->object, &r, diag)))
                 return rc;
         if ((spec = json_object_get(review->object, "spec")) && !json_is_object(spec) &&

@@ -33,25 +33,8 @@ static const char *name_of(const struct tsr_review *review, json_t *obj)
 }
 
 /*
- * The string at path, "" when absent or null. TSR_EPARSE when it holds another JSON type (the
- * CRD schema types every field this file reads as a string).
- */
-static int read_str(json_t *obj, const char *path, const char **out, struct tsr_diag *diag)
-{
-        json_t *v = tsr_json_at(obj, path);
-
-        *out = "";
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_string(v))
-                return tsr_diag_set(diag, TSR_EPARSE, "InstanceType %s is not a string", path);
-        *out = json_string_value(v);
-        return 0;
-}
-
-/*
- * As read_str, also taking a JSON integer as its decimal text in buf (len bytes): the unit spec
- * this project renders carries the core count as a number.
+ * As tsr_json_read_string, also taking a JSON integer as its decimal text in buf (len bytes): the
+ * unit spec this project renders carries the core count as a number.
  */
 static int read_text(json_t *obj, const char *path, char *buf, size_t len, const char **out,
                      struct tsr_diag *diag)
@@ -59,22 +42,9 @@ static int read_text(json_t *obj, const char *path, char *buf, size_t len, const
         json_t *v = tsr_json_at(obj, path);
 
         if (!json_is_integer(v))
-                return read_str(obj, path, out, diag);
+                return tsr_json_read_string(obj, path, out, diag);
         snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
         *out = buf;
-        return 0;
-}
-
-static int read_bool(json_t *obj, const char *path, bool *out, struct tsr_diag *diag)
-{
-        json_t *v = tsr_json_at(obj, path);
-
-        *out = false;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_boolean(v))
-                return tsr_diag_set(diag, TSR_EPARSE, "InstanceType %s is not a boolean", path);
-        *out = json_is_true(v);
         return 0;
 }
 
@@ -133,10 +103,10 @@ static int validate_create(const struct tsr_review *review, json_t *obj,
         int rc;
 
         tsr_field_list_clear(&errs);
-        if ((rc = read_bool(obj, "spec.acceleratable", &accel, diag)) ||
-            (rc = read_str(obj, "spec.acceleratorGroup", &group, diag)) ||
-            (rc = read_str(obj, "spec.os", &os, diag)) ||
-            (rc = read_str(obj, "spec.arch", &arch, diag)) ||
+        if ((rc = tsr_json_read_bool(obj, "spec.acceleratable", &accel, diag)) ||
+            (rc = tsr_json_read_string(obj, "spec.acceleratorGroup", &group, diag)) ||
+            (rc = tsr_json_read_string(obj, "spec.os", &os, diag)) ||
+            (rc = tsr_json_read_string(obj, "spec.arch", &arch, diag)) ||
             (rc = read_text(obj, "spec.unitResources.cpu", cpu_buf, sizeof(cpu_buf), &cpu, diag)) ||
             (rc = read_text(obj, "spec.unitResources.ram", ram_buf, sizeof(ram_buf), &ram, diag)) ||
             (rc = read_text(obj, "spec.localStorage", storage_buf, sizeof(storage_buf), &storage,
@@ -276,10 +246,10 @@ static int stamp_labels(const struct tsr_review *review, json_t *obj, bool accel
         char entrance[TSR_ENTRANCE_LEN + 1];
         int rc;
 
-        if ((rc = read_str(obj, "spec.generalGroup", &general, diag)) ||
-            (rc = read_str(obj, "spec.acceleratorGroup", &group, diag)) ||
-            (rc = read_str(obj, "spec.os", &os, diag)) ||
-            (rc = read_str(obj, "spec.arch", &arch, diag)))
+        if ((rc = tsr_json_read_string(obj, "spec.generalGroup", &general, diag)) ||
+            (rc = tsr_json_read_string(obj, "spec.acceleratorGroup", &group, diag)) ||
+            (rc = tsr_json_read_string(obj, "spec.os", &os, diag)) ||
+            (rc = tsr_json_read_string(obj, "spec.arch", &arch, diag)))
                 return rc;
         if (!meta) {
                 if (json_object_set_new(obj, "metadata", json_object()))
@@ -360,9 +330,9 @@ int tsr_webhook_instancetype_mutate(const struct tsr_webhook_lookup *lookup,
                         return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
                 }
         }
-        if ((rc = read_str(obj, "spec.generalGroup", &general, diag)) ||
-            (rc = read_bool(obj, "spec.acceleratable", &accel, diag)) ||
-            (rc = read_str(obj, "spec.acceleratorGroup", &group, diag))) {
+        if ((rc = tsr_json_read_string(obj, "spec.generalGroup", &general, diag)) ||
+            (rc = tsr_json_read_bool(obj, "spec.acceleratable", &accel, diag)) ||
+            (rc = tsr_json_read_string(obj, "spec.acceleratorGroup", &group, diag))) {
                 json_decref(obj);
                 return rc;
         }

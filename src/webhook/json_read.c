@@ -160,3 +160,60 @@ bool tsr_json_equal_zero(json_t *a, json_t *b)
                 return json_equal(a, b);
         }
 }
+
+/* The value at path, or NULL when absent or null; else a type error when test(value) fails. */
+static int typed(json_t *root, const char *path, int (*test)(const json_t *), const char *what,
+                 json_t **out, struct tsr_diag *diag)
+{
+        json_t *v = tsr_json_at(root, path);
+
+        *out = NULL;
+        if (!v || json_is_null(v))
+                return 0;
+        if (!test(v))
+                return tsr_diag_set(diag, TSR_EPARSE, "%s is not %s", path, what);
+        *out = v;
+        return 0;
+}
+
+static int is_string(const json_t *v)
+{
+        return json_is_string(v);
+}
+
+static int is_integer(const json_t *v)
+{
+        return json_is_integer(v);
+}
+
+static int is_boolean(const json_t *v)
+{
+        return json_is_boolean(v);
+}
+
+int tsr_json_read_string(json_t *root, const char *path, const char **out, struct tsr_diag *diag)
+{
+        json_t *v;
+        int rc = typed(root, path, is_string, "a string", &v, diag);
+
+        *out = v ? json_string_value(v) : "";
+        return rc;
+}
+
+int tsr_json_read_int(json_t *root, const char *path, int64_t *out, struct tsr_diag *diag)
+{
+        json_t *v;
+        int rc = typed(root, path, is_integer, "an integer", &v, diag);
+
+        *out = v ? (int64_t)json_integer_value(v) : 0;
+        return rc;
+}
+
+int tsr_json_read_bool(json_t *root, const char *path, bool *out, struct tsr_diag *diag)
+{
+        json_t *v;
+        int rc = typed(root, path, is_boolean, "a boolean", &v, diag);
+
+        *out = v && json_is_true(v);
+        return rc;
+}

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "base/quantity.h"
 
@@ -30,6 +31,14 @@ const char *tsr_json_str_or_empty(json_t *root, const char *path);
 
 /* The boolean at path; false when absent or not a boolean. */
 bool tsr_json_bool(json_t *root, const char *path);
+
+/*
+ * Typed reads for a field the CRD schema types: absent or null reads as "", 0 or false; any other
+ * JSON type is TSR_EPARSE with diag "<path> is not a string" (an integer, a boolean).
+ */
+int tsr_json_read_string(json_t *root, const char *path, const char **out, struct tsr_diag *diag);
+int tsr_json_read_int(json_t *root, const char *path, int64_t *out, struct tsr_diag *diag);
+int tsr_json_read_bool(json_t *root, const char *path, bool *out, struct tsr_diag *diag);
 
 /*
  * Reads the quantity at path: a string in Kubernetes quantity syntax or a JSON number. Returns 0
