@@ -361,38 +361,16 @@ static void test_instancetype__default_passes_others(void **state)
 static void test_instancetype__alloc_failures(void **state)
 {
         (void)state;
-        json_set_alloc_funcs(failing_malloc, free);
         for (size_t i = 0; i < N_ELEMS(mrows); i++) {
-                for (long k = 0; k < 200; k++) {
-                        struct tsr_verdict v;
-                        struct tsr_diag diag;
-                        struct tsr_webhook_lookup x = no_lookup;
-                        struct tsr_review r;
-                        json_t *want;
-                        int rc;
+                struct tsr_webhook_lookup x = no_lookup;
+                json_t *want = json_fx_load(mrows[i].want);
 
-                        x.settings.value[TSR_SETTING_INSTANCE_TYPE_AWARE_CPU_MANUFACTURER] =
-                            mrows[i].aware;
-                        memset(&r, 0, sizeof(r));
-                        memset(&v, 0, sizeof(v));
-                        snprintf(r.operation, sizeof(r.operation), "%s", mrows[i].op);
-                        r.object = json_fx_load(mrows[i].obj);
-                        want = json_fx_load(mrows[i].want);
-                        failing_alloc_budget(k);
-                        rc = tsr_webhook_instancetype_mutate(&x, &r, &v, &diag);
-                        failing_alloc_budget(-1);
-                        if (rc == 0) {
-                                assert_true(v.allowed);
-                                assert_true(json_equal(v.patched, want));
-                        } else {
-                                assert_int_equal(rc, TSR_ENOMEM);
-                                assert_null(v.patched);
-                        }
-                        json_decref(v.patched);
-                        json_decref(want);
-                        json_decref(r.object);
-                }
+                x.settings.value[TSR_SETTING_INSTANCE_TYPE_AWARE_CPU_MANUFACTURER] = mrows[i].aware;
+                review_fx_alloc_loop(tsr_webhook_instancetype_mutate, &x, mrows[i].op, NULL,
+                                     mrows[i].obj, want, 200, mrows[i].name);
+                json_decref(want);
         }
+        json_set_alloc_funcs(failing_malloc, free);
         for (long k = 0; k < 50; k++) {
                 struct tsr_verdict v;
                 struct tsr_diag diag;
