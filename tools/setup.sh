@@ -12,6 +12,8 @@ PACKAGES=(
 	openssl python3-jsonpatch python3-kubernetes
 	clang-format
 	python3 python3-yaml jq
+	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
+	python3-grpcio python3-protobuf nodejs
 )
 
 missing=()
