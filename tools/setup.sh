@@ -13,7 +13,7 @@ PACKAGES=(
 	clang-format
 	python3 python3-yaml jq
 	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-	python3-grpcio python3-protobuf nodejs
+	python3-grpcio python3-protobuf
 )
 
 missing=()
