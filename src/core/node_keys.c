@@ -5,6 +5,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "core/tokens.h"
 
 #include <string.h>
 
@@ -20,10 +21,14 @@ static void put(struct tsr_node_keys *out, const struct tsr_manufacturer *m, enu
         out->n++;
 }
 
-/* A token of an unpartitioned accelerator is healthy unless another mode holds the card. */
-static bool healthy_for(enum tsr_mode held, enum tsr_mode family)
+/* Adds accelerator i's tokens of family f to the pool's capacity and allocatable. */
+static void add_tokens(enum tsr_family f, const struct tsr_accel_cap *c,
+                       const struct tsr_accel_ledger *l, int64_t *cap, int64_t *alloc)
 {
-        return held == TSR_MODE_NONE || held == family;
+        unsigned healthy;
+
+        *cap += tsr_tokens_count(f, c, l, &healthy);
+        *alloc += healthy;
 }
 
 int tsr_node_keys_project(const struct tsr_manufacturer *m, const struct tsr_accel_cap *caps,
@@ -31,8 +36,9 @@ int tsr_node_keys_project(const struct tsr_manufacturer *m, const struct tsr_acc
                           struct tsr_node_keys *out, struct tsr_diag *diag)
 {
         struct tsr_node_keys keys = {0};
-        int64_t whole = 0, whole_ok = 0, shared_ok = 0, slots = 0, slots_ok = 0, cores = 0;
-        int64_t parted = 0, parted_pool = 0, vram = 0;
+        int64_t whole = 0, whole_ok = 0, shared = 0, shared_ok = 0, slots = 0, slots_ok = 0;
+        int64_t cores = 0, parted = 0, parted_pool = 0, parted_ok = 0, visible = 0, visible_ok = 0;
+        int64_t vram = 0;
         int64_t per_profile[TSR_MIG_PROFILES_MAX] = {0};
         const struct tsr_product *product = n ? caps[0].product : NULL;
 
@@ -44,20 +50,18 @@ int tsr_node_keys_project(const struct tsr_manufacturer *m, const struct tsr_acc
                         return tsr_diag_set(diag, TSR_EINVAL,
                                             "accelerators of %s and %s in one key projection",
                                             product->name, c->product->name);
+                add_tokens(TSR_FAMILY_EXCLUSIVE, c, l, &whole, &whole_ok);
+                add_tokens(TSR_FAMILY_SHARED, c, l, &shared, &shared_ok);
+                add_tokens(TSR_FAMILY_SLICED, c, l, &slots, &slots_ok);
+                add_tokens(TSR_FAMILY_PARTITIONED, c, l, &parted_pool, &parted_ok);
+                add_tokens(TSR_FAMILY_VISIBILITY, c, l, &visible, &visible_ok);
                 if (!c->partitioned) {
-                        whole++;
-                        whole_ok += healthy_for(l->mode, TSR_MODE_EXCLUSIVE);
-                        shared_ok += healthy_for(l->mode, TSR_MODE_SHARED) * TSR_SHARES_PER_ACCEL;
-                        slots += c->slice_slots;
-                        slots_ok += healthy_for(l->mode, TSR_MODE_SLICED) * c->slice_slots;
                         cores += c->cores_overcommit ? (int64_t)c->slice_slots * 100 : 100;
                         vram += (int64_t)c->product->vram_mib;
                         continue;
                 }
                 parted++;
                 uint32_t occupied = tsr_geometry_occupied(c->product, &l->live);
-                parted_pool +=
-                    l->live.n + tsr_geometry_largest_free(c->product, c->offered, &l->live);
                 for (unsigned p = 0; p < c->product->n_profiles && p < TSR_MIG_PROFILES_MAX; p++) {
                         unsigned live = tsr_geometry_live_count(&l->live, p);
 
@@ -70,8 +74,8 @@ int tsr_node_keys_project(const struct tsr_manufacturer *m, const struct tsr_acc
 
         put(&keys, m, TSR_KEY_EXCLUSIVE, NULL, whole, whole_ok);
         if (m->partition_kind)
-                put(&keys, m, TSR_KEY_PARTITIONED, NULL, parted_pool, parted_pool);
-        put(&keys, m, TSR_KEY_SHARED, NULL, whole * TSR_SHARES_PER_ACCEL, shared_ok);
+                put(&keys, m, TSR_KEY_PARTITIONED, NULL, parted_pool, parted_ok);
+        put(&keys, m, TSR_KEY_SHARED, NULL, shared, shared_ok);
         put(&keys, m, TSR_KEY_SLICED, NULL, slots, slots_ok);
         if (slots > 0) {
                 put(&keys, m, TSR_KEY_SLICED_CORES, NULL, cores, cores);
@@ -94,8 +98,7 @@ int tsr_node_keys_project(const struct tsr_manufacturer *m, const struct tsr_acc
                                     product->profiles[p].name, per_profile[p], per_profile[p]);
                 }
         }
-        put(&keys, m, TSR_KEY_VISIBILITY, NULL, (int64_t)n * TSR_VISIBILITY_TOKENS_PER_ACCEL,
-            (int64_t)n * TSR_VISIBILITY_TOKENS_PER_ACCEL);
+        put(&keys, m, TSR_KEY_VISIBILITY, NULL, visible, visible_ok);
         *out = keys;
         return 0;
 }
