@@ -235,3 +235,30 @@ out:
         json_decref(root);
         return rc;
 }
+
+int tsr_alloc_annotation_records(const struct tsr_container_allocation *alloc, size_t na,
+                                 const struct tsr_product *p, bool finished,
+                                 struct tsr_alloc_record *recs, size_t max, size_t *nrec)
+{
+        for (size_t a = 0; a < na; a++) {
+                for (size_t x = 0; x < alloc[a].n; x++) {
+                        const struct tsr_accel_allocation *aa = &alloc[a].accels[x];
+                        const struct tsr_mig_profile *mp = NULL;
+
+                        if (*nrec >= max)
+                                return TSR_ETOOBIG;
+                        if (aa->mode == TSR_MODE_PARTITIONED)
+                                mp = tsr_product_profile(p, aa->profile);
+                        recs[(*nrec)++] = (struct tsr_alloc_record){
+                            .accel = aa->index,
+                            .mode = aa->mode,
+                            .units = aa->allocated,
+                            .shares = 1,
+                            .profile = mp ? (int)(mp - p->profiles) : -1,
+                            .start = aa->start,
+                            .finished = finished,
+                        };
+                }
+        }
+        return 0;
+}

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/catalog.h"
 #include "core/ledger.h"
 
 struct tsr_diag;
@@ -54,5 +55,16 @@ int tsr_alloc_annotation_encode(const struct tsr_container_allocation *c, size_t
  */
 int tsr_alloc_annotation_decode(const char *json, struct tsr_container_allocation *out, size_t max,
                                 size_t *n, struct tsr_diag *diag);
+
+/*
+ * Appends the ledger records of one Pod's decoded allocation (alloc[0..na), on accelerators of
+ * product p) to recs[*nrec..max): one per accelerator entry, partitions with their profile index
+ * (-1 when p lacks the profile, which tsr_ledger_build then refuses) and placement; finished marks
+ * a Pod in phase Succeeded or Failed. Returns 0, or TSR_ETOOBIG when more than max records would
+ * be needed (*nrec then counts those appended).
+ */
+int tsr_alloc_annotation_records(const struct tsr_container_allocation *alloc, size_t na,
+                                 const struct tsr_product *p, bool finished,
+                                 struct tsr_alloc_record *recs, size_t max, size_t *nrec);
 
 #endif

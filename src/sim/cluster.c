@@ -193,34 +193,11 @@ int tsr_cluster_ledger(const struct tsr_cluster *c, size_t i, struct tsr_accel_l
                 if (p->node != (int)i)
                         continue;
                 rc = tsr_cluster_pod_allocation(p, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, diag);
-                for (size_t a = 0; a < na && !rc; a++) {
-                        for (size_t x = 0; x < alloc[a].n; x++) {
-                                const struct tsr_accel_allocation *aa = &alloc[a].accels[x];
-                                struct tsr_alloc_record *r;
-
-                                if (nrec >= SIM_MARKERS_MAX) {
-                                        rc = tsr_diag_set(diag, TSR_ETOOBIG,
-                                                          "node %s: more than %d allocations",
-                                                          n->name, SIM_MARKERS_MAX);
-                                        break;
-                                }
-                                r = &recs[nrec++];
-                                r->accel = aa->index;
-                                r->mode = aa->mode;
-                                r->units = aa->allocated;
-                                r->shares = 1;
-                                r->profile = -1;
-                                r->start = aa->start;
-                                r->finished = tsr_cluster_pod_finished(p);
-                                if (aa->mode == TSR_MODE_PARTITIONED) {
-                                        const struct tsr_mig_profile *mp =
-                                            tsr_product_profile(n->product, aa->profile);
-
-                                        if (mp)
-                                                r->profile = (int)(mp - n->product->profiles);
-                                }
-                        }
-                }
+                if (!rc &&
+                    tsr_alloc_annotation_records(alloc, na, n->product, tsr_cluster_pod_finished(p),
+                                                 recs, SIM_MARKERS_MAX, &nrec))
+                        rc = tsr_diag_set(diag, TSR_ETOOBIG, "node %s: more than %d allocations",
+                                          n->name, SIM_MARKERS_MAX);
         }
         if (!rc)
                 rc = tsr_ledger_build(n->caps, n->gpu_count, recs, nrec, ledger, diag);
