@@ -22,7 +22,9 @@
         XX(EINUSE, "resource in use")                                                              \
         XX(ESTALE, "state changed since snapshot")                                                 \
         XX(EBACKEND, "accelerator backend failure")                                                \
-        XX(EIO, "input/output error")
+        XX(EIO, "input/output error")                                                              \
+        XX(EPERM, "operation not permitted")                                                       \
+        XX(ENOTSUP, "not supported by the accelerator")
 
 enum tsr_err {
         TSR_OK = 0,

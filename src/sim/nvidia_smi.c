@@ -33,7 +33,7 @@ static int set_mode(struct sim_node *n, int only, bool on, struct tsr_buf *out)
                 if (only >= 0 && (unsigned)only != g)
                         continue;
                 tsr_fake_gpu_ops.device_info(n->gpus, g, &info);
-                r = tsr_fake_gpu_ops.set_mig_mode(n->gpus, g, on);
+                r = tsr_fake_gpus_set_mig_mode(n->gpus, g, on);
                 if (r == TSR_EINUSE)
                         rc = tsr_buf_addf(out,
                                           "Unable to %s MIG Mode for GPU %s: In use by "
