@@ -1,0 +1,267 @@
+/*
+ * test_deviceplugin.c - src/deviceplugin: the device lists, the preferred allocation and
+ * Allocate of accelerator-bound claims, on the H100 walkthrough node (GPUs 0-2 MIG on, 3-7 off)
+ * with GPU 3 holding an 800,000-unit slice and GPU 4 one share.
+ *   devices    token counts, ID shape, health per family, list equality;
+ *   preferred  packing order among available tokens (a shared card before a free one, the fullest
+ *              card that fits a slice), must-include tokens kept, distinct cards for shares, the
+ *              fallback when packing cannot fill, fungible families in offered order;
+ *   allocate   each refusal (another mode, two shares on one card, no units, no slot), the gate
+ *              off, a foreign token, and a grant's ledger charge and annotation entry.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "core/tokens.h"
+#include "deviceplugin/allocate.h"
+#include "deviceplugin/devices.h"
+#include "deviceplugin/preferred.h"
+
+#include "support/catalog_fixtures.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define H100_NAME "NVIDIA H100 80GB HBM3"
+
+struct fixture {
+        struct fx_node nd;
+        struct tsr_dp_node node;
+};
+
+static struct fixture fx;
+
+static int setup(void **state)
+{
+        const struct tsr_product *p = fx_product(H100_NAME);
+        struct tsr_alloc_record recs[] = {
+            {3, TSR_MODE_SLICED, 800000, 1, -1, 0, false},
+            {4, TSR_MODE_SHARED, TSR_UNITS_PER_SHARE, 1, -1, 0, false},
+        };
+
+        (void)state;
+        memset(&fx, 0, sizeof(fx));
+        fx_node_build(&fx.nd, p, 8, 0x7, recs, 2);
+        for (unsigned g = 0; g < 8; g++)
+                snprintf(fx.nd.caps[g].uuid, sizeof(fx.nd.caps[g].uuid), "GPU-%u", g);
+        assert_int_equal(tsr_dp_node_init(&fx.node, fx.nd.caps, 8), 0);
+        return 0;
+}
+
+/* "group:GPU-g:index" */
+static const char *tok(unsigned g, unsigned index)
+{
+        static char ids[64][TSR_TOKEN_ID_MAX];
+        static unsigned next;
+        char *id = ids[next++ % 64];
+
+        assert_int_equal(tsr_token_format(id, fx.node.group, fx.nd.caps[g].uuid, index), 0);
+        return id;
+}
+
+static void devices_per_family(void **state)
+{
+        struct tsr_dp_device *list, *again;
+        size_t n, m;
+        char name[TSR_KEY_MAX];
+
+        (void)state;
+        assert_int_equal(tsr_dp_resource_name(&fx.node, TSR_FAMILY_SHARED, name), 0);
+        assert_string_equal(name, "nvidia.com/gpu.shared");
+        assert_int_equal(tsr_dp_resource_name(&fx.node, TSR_FAMILY_VISIBILITY, name), 0);
+        assert_string_equal(name, "device.gpustack.ai/nvidia.visibility");
+        assert_int_equal(tsr_dp_devices(&fx.node, fx.nd.ledger, TSR_FAMILY_EXCLUSIVE, &list, &n),
+                         0);
+        assert_int_equal(n, 5);
+        assert_string_equal(list[0].id, tok(3, 0));
+        assert_false(list[0].healthy); /* GPU 3 holds a slice */
+        assert_false(list[1].healthy); /* GPU 4 holds a share */
+        assert_true(list[2].healthy);
+        assert_int_equal(list[4].accel, 7);
+        free(list);
+        assert_int_equal(tsr_dp_devices(&fx.node, fx.nd.ledger, TSR_FAMILY_SHARED, &list, &n), 0);
+        assert_int_equal(n, 50);
+        assert_string_equal(list[11].id, tok(4, 160000));
+        assert_true(list[11].healthy);
+        assert_false(list[9].healthy);
+        free(list);
+        assert_int_equal(tsr_dp_devices(&fx.node, fx.nd.ledger, TSR_FAMILY_PARTITIONED, &list, &n),
+                         0);
+        assert_int_equal(n, 21);
+        assert_true(list[20].healthy);
+        free(list);
+        assert_int_equal(tsr_dp_devices(&fx.node, fx.nd.ledger, TSR_FAMILY_VISIBILITY, &list, &n),
+                         0);
+        assert_int_equal(n, 8 * 512);
+        assert_int_equal(tsr_dp_devices(&fx.node, fx.nd.ledger, TSR_FAMILY_VISIBILITY, &again, &m),
+                         0);
+        assert_true(tsr_dp_devices_equal(list, n, again, m));
+        again[7].healthy = false;
+        assert_false(tsr_dp_devices_equal(list, n, again, m));
+        assert_false(tsr_dp_devices_equal(list, n, again, m - 1));
+        free(list);
+        free(again);
+}
+
+static void expect_ids(const char **got, size_t n, const char *const *want, size_t nw)
+{
+        if (n != nw)
+                fail_msg("%zu preferred tokens, want %zu", n, nw);
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(got[i], want[i]))
+                        fail_msg("preferred[%zu] = %s, want %s", i, got[i], want[i]);
+}
+
+static void preferred_packs(void **state)
+{
+        const char *avail[64], *out[8];
+        size_t na = 0, n;
+
+        (void)state;
+        /* exclusive: healthy whole cards, by position */
+        for (unsigned g = 5; g < 8; g++)
+                avail[na++] = tok(g, 0);
+        assert_int_equal(tsr_dp_preferred(&fx.node, fx.nd.ledger, TSR_FAMILY_EXCLUSIVE, avail, na,
+                                          NULL, 0, 2, 0, out, &n),
+                         0);
+        expect_ids(out, n, (const char *const[]){avail[0], avail[1]}, 2);
+        /* shared: GPU 4 (already shared) before the free GPU 5, one token each */
+        na = 0;
+        for (unsigned g = 4; g < 8; g++)
+                for (unsigned k = (g == 4); k < 10; k++)
+                        avail[na++] = tok(g, tsr_token_index(TSR_FAMILY_SHARED, k));
+        assert_int_equal(tsr_dp_preferred(&fx.node, fx.nd.ledger, TSR_FAMILY_SHARED, avail, na,
+                                          NULL, 0, 2, 0, out, &n),
+                         0);
+        expect_ids(out, n, (const char *const[]){tok(4, 160000), tok(5, 0)}, 2);
+        /* a must-include token on GPU 6 keeps its card out of the picks */
+        const char *must[] = {tok(6, 0)};
+        assert_int_equal(tsr_dp_preferred(&fx.node, fx.nd.ledger, TSR_FAMILY_SHARED, avail, na,
+                                          must, 1, 2, 0, out, &n),
+                         0);
+        expect_ids(out, n, (const char *const[]){must[0], tok(4, 160000)}, 2);
+        /* sliced: the fullest card that fits (GPU 3), else a pristine one */
+        na = 0;
+        for (unsigned g = 3; g < 8; g++)
+                if (g != 4)
+                        avail[na++] = tok(g, g == 3 ? 1 : 0);
+        assert_int_equal(tsr_dp_preferred(&fx.node, fx.nd.ledger, TSR_FAMILY_SLICED, avail, na,
+                                          NULL, 0, 1, 800000, out, &n),
+                         0);
+        expect_ids(out, n, (const char *const[]){tok(3, 1)}, 1);
+        assert_int_equal(tsr_dp_preferred(&fx.node, fx.nd.ledger, TSR_FAMILY_SLICED, avail, na,
+                                          NULL, 0, 1, 900000, out, &n),
+                         0);
+        expect_ids(out, n, (const char *const[]){tok(5, 0)}, 1);
+        /* packing cannot fill 4 exclusive cards out of 3 offered: offered order */
+        na = 0;
+        for (unsigned g = 5; g < 8; g++)
+                avail[na++] = tok(g, 0);
+        assert_int_equal(tsr_dp_preferred(&fx.node, fx.nd.ledger, TSR_FAMILY_EXCLUSIVE, avail, na,
+                                          NULL, 0, 4, 0, out, &n),
+                         0);
+        expect_ids(out, n, avail, 3);
+        /* fungible: must first, then offered order */
+        const char *pavail[] = {tok(1, 0), tok(1, 1), tok(2, 0)};
+        const char *pmust[] = {tok(2, 0)};
+        assert_int_equal(tsr_dp_preferred(&fx.node, fx.nd.ledger, TSR_FAMILY_PARTITIONED, pavail, 3,
+                                          pmust, 1, 2, 0, out, &n),
+                         0);
+        expect_ids(out, n, (const char *const[]){pmust[0], pavail[0]}, 2);
+}
+
+static void expect_refusal(enum tsr_family f, const char *const *ids, size_t n, int64_t units,
+                           bool gate, int want, const char *fragment)
+{
+        struct tsr_accel_ledger before[8];
+        struct tsr_dp_grant g;
+        char msg[512] = "";
+        int rc;
+
+        memcpy(before, fx.nd.ledger, sizeof(before));
+        rc = tsr_dp_allocate_bound(&fx.node, fx.nd.ledger, f, ids, n, units, gate, "main", &g, msg,
+                                   sizeof(msg));
+        if (rc != want || !strstr(msg, fragment))
+                fail_msg("allocate = %s \"%s\", want %s with \"%s\"", tsr_err_name(rc), msg,
+                         tsr_err_name(want), fragment);
+        if (memcmp(before, fx.nd.ledger, sizeof(before)))
+                fail_msg("a refused claim changed the ledger");
+}
+
+static void allocate_refusals(void **state)
+{
+        (void)state;
+        expect_refusal(TSR_FAMILY_EXCLUSIVE, (const char *const[]){tok(4, 0)}, 1, 0, true,
+                       TSR_ENOSPC, "held in Shared mode");
+        expect_refusal(TSR_FAMILY_SHARED, (const char *const[]){tok(5, 0), tok(5, 160000)}, 2, 0,
+                       true, TSR_ENOSPC, "two tokens name accelerator GPU-5");
+        expect_refusal(TSR_FAMILY_SLICED, (const char *const[]){tok(3, 1)}, 1, 900000, true,
+                       TSR_ENOSPC, "has 800000 free units; the slice needs 900000");
+        expect_refusal(TSR_FAMILY_SLICED, (const char *const[]){tok(4, 0)}, 1, 1000, false,
+                       TSR_ENOSPC, "held in Shared mode");
+        expect_refusal(TSR_FAMILY_SHARED, (const char *const[]){tok(0, 0)}, 1, 0, true, TSR_ENOSPC,
+                       "partitioned");
+        expect_refusal(TSR_FAMILY_EXCLUSIVE, (const char *const[]){"other:GPU-5:0000"}, 1, 0, true,
+                       TSR_EPARSE, "not a");
+        expect_refusal(TSR_FAMILY_EXCLUSIVE, (const char *const[]){"x"}, 0, 0, true, TSR_EINVAL,
+                       "outside");
+        expect_refusal(TSR_FAMILY_PARTITIONED, (const char *const[]){tok(0, 0)}, 1, 0, true,
+                       TSR_EINVAL, "not an accelerator-bound");
+}
+
+static void allocate_grants(void **state)
+{
+        struct tsr_dp_grant g;
+        char msg[512];
+
+        (void)state;
+        /* the gate off: a slice beyond the units is granted and the ledger clamps at 0 */
+        assert_int_equal(tsr_dp_allocate_bound(&fx.node, fx.nd.ledger, TSR_FAMILY_SLICED,
+                                               (const char *const[]){tok(3, 1)}, 1, 900000, false,
+                                               "main", &g, msg, sizeof(msg)),
+                         0);
+        assert_int_equal(fx.nd.ledger[3].remaining, 0);
+        assert_int_equal(fx.nd.ledger[3].allocated_slices, 2);
+        assert_int_equal(tsr_dp_allocate_bound(&fx.node, fx.nd.ledger, TSR_FAMILY_SHARED,
+                                               (const char *const[]){tok(5, 0), tok(6, 0)}, 2, 0,
+                                               true, "main", &g, msg, sizeof(msg)),
+                         0);
+        assert_string_equal(g.visible, "GPU-5,GPU-6");
+        assert_string_equal(g.alloc.container, "main");
+        assert_string_equal(g.alloc.manufacturer, "nvidia");
+        assert_string_equal(g.alloc.group_id, fx.node.group);
+        assert_int_equal(g.alloc.n, 2);
+        assert_int_equal(g.alloc.accels[1].index, 6);
+        assert_int_equal(g.alloc.accels[1].mode, TSR_MODE_SHARED);
+        assert_int_equal(g.alloc.accels[1].allocated, TSR_UNITS_PER_SHARE);
+        assert_int_equal(g.alloc.n_device_ids, 2);
+        assert_string_equal(g.alloc.device_ids[0], tok(5, 0));
+        assert_int_equal(fx.nd.ledger[5].mode, TSR_MODE_SHARED);
+        assert_int_equal(fx.nd.ledger[6].remaining, TSR_UNITS_PER_ACCEL - TSR_UNITS_PER_SHARE);
+        assert_int_equal(tsr_dp_allocate_bound(&fx.node, fx.nd.ledger, TSR_FAMILY_EXCLUSIVE,
+                                               (const char *const[]){tok(7, 0)}, 1, 0, true, "c2",
+                                               &g, msg, sizeof(msg)),
+                         0);
+        assert_int_equal(fx.nd.ledger[7].mode, TSR_MODE_EXCLUSIVE);
+        assert_int_equal(fx.nd.ledger[7].remaining, 0);
+        /* the same card again: held */
+        expect_refusal(TSR_FAMILY_EXCLUSIVE, (const char *const[]){tok(7, 0)}, 1, 0, true,
+                       TSR_ENOSPC, "held in Exclusive mode");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup(devices_per_family, setup),
+            cmocka_unit_test_setup(preferred_packs, setup),
+            cmocka_unit_test_setup(allocate_refusals, setup),
+            cmocka_unit_test_setup(allocate_grants, setup),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
