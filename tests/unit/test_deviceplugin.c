@@ -6,6 +6,9 @@
  *   preferred  packing order among available tokens (a shared card before a free one, the fullest
  *              card that fits a slice), must-include tokens kept, distinct cards for shares, the
  *              fallback when packing cannot fill, fungible families in offered order;
+ *   identify   the kubelet's listing first (a repeated Allocate, then the Pods it lists), the
+ *              pending-Pod fallback, oldest first, reserved / annotated / deleting / other-count
+ *              containers skipped;
  *   allocate   each refusal (another mode, two shares on one card, no units, no slot), the gate
  *              off, a foreign token, and a grant's ledger charge and annotation entry.
  */
@@ -19,6 +22,7 @@
 #include "core/tokens.h"
 #include "deviceplugin/allocate.h"
 #include "deviceplugin/devices.h"
+#include "deviceplugin/identify.h"
 #include "deviceplugin/preferred.h"
 
 #include "support/catalog_fixtures.h"
@@ -254,11 +258,101 @@ static void allocate_grants(void **state)
                        TSR_ENOSPC, "held in Exclusive mode");
 }
 
+static json_t *pod(const char *name, const char *created, const char *phase, const char *container,
+                   const char *resource, const char *count)
+{
+        json_t *p =
+            json_pack("{s:{s:s, s:s, s:s, s:s}, s:{s:s, s:[{s:s, s:{s:{s:s}}}]}, s:{s:s}}",
+                      "metadata", "name", name, "namespace", "ns", "uid", name, "creationTimestamp",
+                      created, "spec", "nodeName", "node-h100", "containers", "name", container,
+                      "resources", "limits", resource, count, "status", "phase", phase);
+
+        assert_non_null(p);
+        return p;
+}
+
+static const char *reserved_uid;
+
+static bool is_reserved(void *ctx, const char *uid, const char *container)
+{
+        (void)ctx;
+        (void)container;
+        return reserved_uid && !strcmp(uid, reserved_uid);
+}
+
+static void expect_identity(json_t *pods, const struct tsr_dp_kubelet_view *kv, size_t n_ids,
+                            const char *want_pod, bool by_kubelet)
+{
+        const char *ids[] = {tok(5, 0), tok(6, 0)};
+        struct tsr_dp_identity id;
+        char msg[256] = "";
+        int rc = tsr_dp_identify(&fx.node, pods, kv, "nvidia.com/gpu", ids, n_ids, is_reserved,
+                                 NULL, &id, msg, sizeof(msg));
+
+        if (!want_pod) {
+                if (rc != TSR_ENOTFOUND || !strstr(msg, "nvidia.com/gpu"))
+                        fail_msg("identified %s, want none (%s)", rc ? "?" : "a pod", msg);
+                return;
+        }
+        if (rc)
+                fail_msg("identify = %s: %s", tsr_err_name(rc), msg);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(id.pod, "metadata"), "name")),
+            want_pod);
+        assert_string_equal(id.container, "main");
+        assert_int_equal(id.by_kubelet, by_kubelet);
+        assert_int_equal(id.demand.family, TSR_FAMILY_EXCLUSIVE);
+        assert_int_equal(id.demand.cards, n_ids);
+}
+
+static void identify_containers(void **state)
+{
+        json_t *pods = json_array();
+        const char *held_ids[] = {tok(5, 0)};
+
+        (void)state;
+        json_array_append_new(
+            pods, pod("newer", "2026-12-02T10:00:05Z", "Pending", "main", "nvidia.com/gpu", "1"));
+        json_array_append_new(
+            pods, pod("older", "2026-12-02T10:00:01Z", "Pending", "main", "nvidia.com/gpu", "1"));
+        json_array_append_new(
+            pods, pod("two", "2026-12-02T09:00:00Z", "Pending", "main", "nvidia.com/gpu", "2"));
+        json_array_append_new(
+            pods, pod("running", "2026-12-02T08:00:00Z", "Running", "main", "nvidia.com/gpu", "1"));
+        /* fallback: pending Pods, oldest that asks for this many */
+        expect_identity(pods, NULL, 1, "older", false);
+        expect_identity(pods, NULL, 2, "two", false);
+        reserved_uid = "older";
+        expect_identity(pods, NULL, 1, "newer", false);
+        reserved_uid = NULL;
+        json_object_set_new(json_object_get(json_array_get(pods, 1), "metadata"),
+                            "deletionTimestamp", json_string("2026-12-02T10:01:00Z"));
+        expect_identity(pods, NULL, 1, "newer", false);
+        json_object_del(json_object_get(json_array_get(pods, 1), "metadata"), "deletionTimestamp");
+        json_object_set_new(json_object_get(json_array_get(pods, 1), "metadata"), "annotations",
+                            json_pack("{s:s}", TSR_ALLOC_ANNOTATION, "{\"main\": {}}"));
+        expect_identity(pods, NULL, 1, "newer", false);
+        /* the kubelet lists only "running" and "newer": running is not Pending but listed */
+        const char *ns[] = {"ns", "ns"}, *names[] = {"running", "newer"};
+        struct tsr_dp_held held = {"ns", "running", "main", "nvidia.com/gpu", held_ids, 1};
+        struct tsr_dp_kubelet_view kv = {NULL, 0, ns, names, 2};
+        expect_identity(pods, &kv, 1, "running", true);
+        /* running already holds a GPU per the kubelet: newer; a repeated Allocate: running */
+        kv.held = &held;
+        kv.n_held = 1;
+        expect_identity(pods, &kv, 1, "running", true);
+        held.ids = (const char *const[]){tok(7, 0)};
+        expect_identity(pods, &kv, 1, "newer", true);
+        expect_identity(pods, &kv, 2, NULL, true);
+        json_decref(pods);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup(devices_per_family, setup),
             cmocka_unit_test_setup(preferred_packs, setup),
+            cmocka_unit_test_setup(identify_containers, setup),
             cmocka_unit_test_setup(allocate_refusals, setup),
             cmocka_unit_test_setup(allocate_grants, setup),
         };

@@ -1,0 +1,195 @@
+/*
+ * identify.c - naming the container an Allocate serves.
+ */
+#include "deviceplugin/identify.h"
+
+#include "base/err.h"
+#include "codec/alloc_annotation.h"
+#include "codec/pod_spec.h"
+#include "core/pod_resources.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *str_at(json_t *o, const char *a, const char *b)
+{
+        return json_string_value(json_object_get(json_object_get(o, a), b));
+}
+
+static const char *or_empty(const char *s)
+{
+        return s ? s : "";
+}
+
+static bool same_set(const char *const *a, size_t na, const char *const *b, size_t nb)
+{
+        if (na != nb)
+                return false;
+        for (size_t i = 0; i < na; i++) {
+                bool found = false;
+
+                for (size_t j = 0; j < nb && !found; j++)
+                        found = !strcmp(a[i], b[j]);
+                if (!found)
+                        return false;
+        }
+        return true;
+}
+
+static const struct tsr_dp_held *held_by(const struct tsr_dp_kubelet_view *kv, const char *ns,
+                                         const char *pod, const char *container,
+                                         const char *resource)
+{
+        for (size_t i = 0; i < kv->n_held; i++) {
+                const struct tsr_dp_held *h = &kv->held[i];
+
+                if (!strcmp(h->ns, ns) && !strcmp(h->pod, pod) &&
+                    !strcmp(h->container, container) && !strcmp(h->resource, resource) &&
+                    h->n_ids > 0)
+                        return h;
+        }
+        return NULL;
+}
+
+static bool kubelet_lists(const struct tsr_dp_kubelet_view *kv, const char *ns, const char *pod)
+{
+        for (size_t i = 0; i < kv->n_pods; i++)
+                if (!strcmp(kv->pod_ns[i], ns) && !strcmp(kv->pod_name[i], pod))
+                        return true;
+        return false;
+}
+
+/* True when the Pod's allocation annotation already names container. */
+static bool annotated(json_t *pod, const char *container)
+{
+        const char *v = json_string_value(
+            json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"),
+                            TSR_ALLOC_ANNOTATION));
+        json_t *doc;
+        bool has;
+
+        if (!v)
+                return false;
+        doc = json_loads(v, 0, NULL);
+        has = json_object_get(doc, container) != NULL;
+        json_decref(doc);
+        return has;
+}
+
+/* Orders candidates: creation time, then namespace/name (RFC 3339 timestamps sort as text). */
+static bool older(json_t *a, json_t *b)
+{
+        int c = strcmp(or_empty(str_at(a, "metadata", "creationTimestamp")),
+                       or_empty(str_at(b, "metadata", "creationTimestamp")));
+
+        if (c)
+                return c < 0;
+        c = strcmp(or_empty(str_at(a, "metadata", "namespace")),
+                   or_empty(str_at(b, "metadata", "namespace")));
+        if (c)
+                return c < 0;
+        return strcmp(or_empty(str_at(a, "metadata", "name")),
+                      or_empty(str_at(b, "metadata", "name"))) < 0;
+}
+
+/* Fills out with the container of pod that requests resource with n tokens, if any is free. */
+static bool candidate_in(const struct tsr_dp_node *node, json_t *pod,
+                         const struct tsr_dp_kubelet_view *kv, const char *resource, size_t n,
+                         tsr_dp_reserved_fn reserved, void *ctx, struct tsr_pod_spec *spec,
+                         struct tsr_dp_identity *out)
+{
+        const char *uid = str_at(pod, "metadata", "uid");
+        const char *ns = str_at(pod, "metadata", "namespace");
+        const char *name = str_at(pod, "metadata", "name");
+
+        if (!uid || !ns || !name ||
+            json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
+                return false;
+        if (tsr_pod_spec_read(pod, &spec->req, &spec->text, NULL))
+                return false;
+        for (size_t i = 0; i < spec->req.n; i++) {
+                const struct tsr_container_req *c = &spec->req.c[i];
+                int64_t want = tsr_container_request(c, resource, false);
+
+                if (want != (int64_t)n || (reserved && reserved(ctx, uid, c->name)) ||
+                    annotated(pod, c->name) || (kv && held_by(kv, ns, name, c->name, resource)))
+                        continue;
+                out->pod = pod;
+                snprintf(out->container, sizeof(out->container), "%s", c->name);
+                tsr_demand_of_container(&spec->req, i, node->m, &out->demand);
+                return true;
+        }
+        return false;
+}
+
+int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
+                    const struct tsr_dp_kubelet_view *kv, const char *resource,
+                    const char *const *ids, size_t n_ids, tsr_dp_reserved_fn reserved, void *ctx,
+                    struct tsr_dp_identity *out, char *msg, size_t len)
+{
+        struct tsr_pod_spec *spec = malloc(sizeof(*spec));
+        struct tsr_dp_identity best = {0}, cand;
+        json_t *pod;
+        size_t i;
+        bool found = false;
+
+        if (!spec) {
+                snprintf(msg, len, "out of memory");
+                return TSR_ENOMEM;
+        }
+        /* a repeated Allocate: the kubelet already lists these devices for a container */
+        for (size_t h = 0; kv && h < kv->n_held && !found; h++) {
+                const struct tsr_dp_held *held = &kv->held[h];
+
+                if (strcmp(held->resource, resource) ||
+                    !same_set(held->ids, held->n_ids, ids, n_ids))
+                        continue;
+                json_array_foreach(pods, i, pod)
+                {
+                        const char *ns = str_at(pod, "metadata", "namespace");
+                        const char *name = str_at(pod, "metadata", "name");
+
+                        if (!ns || !name || strcmp(ns, held->ns) || strcmp(name, held->pod) ||
+                            tsr_pod_spec_read(pod, &spec->req, &spec->text, NULL))
+                                continue;
+                        for (size_t c = 0; c < spec->req.n && !found; c++) {
+                                if (strcmp(spec->req.c[c].name, held->container))
+                                        continue;
+                                best.pod = pod;
+                                snprintf(best.container, sizeof(best.container), "%s",
+                                         held->container);
+                                tsr_demand_of_container(&spec->req, c, node->m, &best.demand);
+                                found = true;
+                        }
+                        if (found)
+                                break;
+                }
+        }
+        json_array_foreach(pods, i, pod)
+        {
+                const char *phase = str_at(pod, "status", "phase");
+
+                if (found)
+                        break;
+                if (kv ? !kubelet_lists(kv, or_empty(str_at(pod, "metadata", "namespace")),
+                                        or_empty(str_at(pod, "metadata", "name")))
+                       : phase && strcmp(phase, "Pending"))
+                        continue;
+                if (!candidate_in(node, pod, kv, resource, n_ids, reserved, ctx, spec, &cand))
+                        continue;
+                if (!best.pod || older(cand.pod, best.pod))
+                        best = cand;
+        }
+        free(spec);
+        if (!best.pod) {
+                snprintf(msg, len,
+                         "no %s container on this node requests %zu %s device(s) and is waiting "
+                         "for them",
+                         kv ? "kubelet-admitted" : "pending", n_ids, resource);
+                return TSR_ENOTFOUND;
+        }
+        best.by_kubelet = kv != NULL;
+        *out = best;
+        return 0;
+}

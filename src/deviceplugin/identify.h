@@ -1,0 +1,64 @@
+/*
+ * identify.h - which Pod and container an Allocate call serves. The kubelet's Allocate carries
+ * only device IDs, so the plugin names the container itself (spec/upstream-behavior.md §8):
+ *
+ *  1. by the kubelet (pod-resources List, when the caller has it): a container the kubelet
+ *     already lists with exactly these device IDs of the resource (a repeated Allocate); else,
+ *     among the Pods the kubelet lists, the oldest container that requests the resource with
+ *     this many tokens, holds none of it yet, and is not reserved;
+ *  2. the fallback (no pod-resources answer): the same choice among the Pods bound to the node in
+ *     phase Pending.
+ * "Requests with this many tokens": the container's limit (else request) of the resource equals
+ * the number of IDs. A container already in the Pod's allocation annotation, or reserved by an
+ * earlier Allocate (the caller's predicate), is never chosen twice; Pods being deleted are
+ * skipped. Oldest is by metadata.creationTimestamp, then namespace/name, then container order.
+ * The caller holds the node's allocation lock so that identify, refuse and reserve are one step.
+ * Pure; pods and the kubelet view are only read.
+ */
+#ifndef TSR_DEVICEPLUGIN_IDENTIFY_H
+#define TSR_DEVICEPLUGIN_IDENTIFY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/demand.h"
+#include "deviceplugin/node.h"
+
+/* One container's devices of one resource, as pod-resources lists them. */
+struct tsr_dp_held {
+        const char *ns, *pod, *container, *resource;
+        const char *const *ids;
+        size_t n_ids;
+};
+
+/* The kubelet's pod-resources List, flattened. */
+struct tsr_dp_kubelet_view {
+        const struct tsr_dp_held *held; /* every container's devices, any resource */
+        size_t n_held;
+        const char *const *pod_ns; /* the Pods the kubelet lists: namespaces and names */
+        const char *const *pod_name;
+        size_t n_pods;
+};
+
+/* Says whether (Pod UID, container) already holds a reservation of the caller's. */
+typedef bool (*tsr_dp_reserved_fn)(void *ctx, const char *uid, const char *container);
+
+struct tsr_dp_identity {
+        json_t *pod; /* borrowed from pods */
+        char container[64];
+        struct tsr_demand demand; /* the container's demand on the node's manufacturer */
+        bool by_kubelet;          /* named through pod-resources */
+};
+
+/*
+ * Names the Pod and container an Allocate of ids[0..n_ids) on resource serves. pods is the array
+ * of Pods bound to the node (API server); kv may be NULL (the fallback). Returns 0 with *out, or
+ * TSR_ENOTFOUND with the reason in msg.
+ */
+int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
+                    const struct tsr_dp_kubelet_view *kv, const char *resource,
+                    const char *const *ids, size_t n_ids, tsr_dp_reserved_fn reserved, void *ctx,
+                    struct tsr_dp_identity *out, char *msg, size_t len);
+
+#endif
