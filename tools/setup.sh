@@ -16,6 +16,26 @@ PACKAGES=(
 	python3-grpcio python3-protobuf
 )
 
+# The fake kubelet's second gRPC stack (tests/peers/grpc-js: @grpc/grpc-js, @grpc/proto-loader), from the
+# npm registry with the committed lock file. Only when npm exists; never fails the setup.
+npm_peers() {
+	local dir lock
+	dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/peers/grpc-js"
+	lock="$dir/package-lock.json"
+	if ! command -v npm >/dev/null 2>&1; then
+		echo "setup: npm not found: skipping npm ci for tests/peers/grpc-js (its checks will SKIP)"
+	elif [ ! -f "$lock" ]; then
+		echo "setup: $lock missing: skipping npm ci"
+	elif [ -d "$dir/node_modules" ] && [ "$dir/node_modules" -nt "$lock" ]; then
+		echo "setup: tests/peers/grpc-js/node_modules is up to date"
+	elif npm ci --prefix "$dir" --no-audit --no-fund; then
+		touch "$dir/node_modules"
+		echo "setup: npm ci --prefix tests/peers/grpc-js done"
+	else
+		echo "setup: warning: npm ci --prefix tests/peers/grpc-js failed; the grpc-js checks will SKIP" >&2
+	fi
+}
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
 	status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
@@ -26,6 +46,7 @@ done
 
 if [ "${#missing[@]}" -eq 0 ]; then
 	echo "setup: all ${#PACKAGES[@]} packages already installed"
+	npm_peers
 	exit 0
 fi
 
@@ -53,3 +74,4 @@ elif ! apt-get install "${APT_OPTS[@]}" "${missing[@]}"; then
 fi
 
 echo "setup: installed ${missing[*]}"
+npm_peers
