@@ -2,7 +2,7 @@
  * fake.c - in-memory GPUs for the simulator and tests. Placement legality and overlap use the
  * catalog's placement tables through core/geometry, the same rules the ledger counts with.
  *
- * Every GPU keeps its GPU instances sorted by start; each holds up to FAKE_CI_MAX compute
+ * Every GPU keeps its GPU instances sorted by start; each holds up to TSR_FAKE_CI_MAX compute
  * instances. A mutation runs as: hook "<op>:before", injected fault, the change, auto-save, hook
  * "<op>:after".
  */
@@ -20,20 +20,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#define FAKE_CI_MAX   8
 #define FAKE_GPUS_MAX 64
 /* NVML_GPU_INSTANCE_PROFILE_COUNT: indices at or past it are invalid arguments. */
 #define FAKE_PROFILE_INDICES 0x12
 
-struct fake_ci {
-        unsigned id, slices;
-        char uuid[TSR_GPU_UUID_MAX];
-};
-
 struct fake_gi {
         unsigned id, profile_id, start, size, slices;
         unsigned n_ci;
-        struct fake_ci ci[FAKE_CI_MAX];
+        struct tsr_fake_ci ci[TSR_FAKE_CI_MAX];
 };
 
 struct fake_gpu {
@@ -272,7 +266,7 @@ static int gi_add(struct tsr_fake_gpus *f, unsigned gpu, unsigned gi_profile_id,
         return 0;
 }
 
-static struct fake_ci *ci_find(struct fake_gi *in, unsigned ci_id)
+static struct tsr_fake_ci *ci_find(struct fake_gi *in, unsigned ci_id)
 {
         for (unsigned k = 0; k < in->n_ci; k++)
                 if (in->ci[k].id == ci_id)
@@ -281,10 +275,10 @@ static struct fake_ci *ci_find(struct fake_gi *in, unsigned ci_id)
 }
 
 /* Adds a compute instance of slices to in, with the lowest unused id and a fresh MIG UUID. */
-static struct fake_ci *ci_add(struct tsr_fake_gpus *f, unsigned gpu, struct fake_gi *in,
-                              unsigned slices)
+static struct tsr_fake_ci *ci_add(struct tsr_fake_gpus *f, unsigned gpu, struct fake_gi *in,
+                                  unsigned slices)
 {
-        struct fake_ci *ci = &in->ci[in->n_ci];
+        struct tsr_fake_ci *ci = &in->ci[in->n_ci];
         unsigned id = 0;
 
         while (ci_find(in, id))
@@ -303,7 +297,7 @@ static int ci_add_whole(struct tsr_fake_gpus *f, unsigned gpu, unsigned gi_id, u
 {
         struct fake_gpu *g = gpu_of(f, gpu);
         struct fake_gi *in = g ? find_gi(g, gi_id) : NULL;
-        struct fake_ci *ci;
+        struct tsr_fake_ci *ci;
 
         if (!in)
                 return TSR_ENOTFOUND;
@@ -467,7 +461,7 @@ static int ci_remove(struct tsr_fake_gpus *f, unsigned gpu, unsigned gi_id, unsi
 {
         struct fake_gpu *g = gpu_of(f, gpu);
         struct fake_gi *in = g ? find_gi(g, gi_id) : NULL;
-        struct fake_ci *ci = in ? ci_find(in, ci_id) : NULL;
+        struct tsr_fake_ci *ci = in ? ci_find(in, ci_id) : NULL;
         size_t k;
 
         if (!ci)
@@ -505,6 +499,21 @@ static int fake_gi_destroy(void *be, unsigned gpu, unsigned gi_id)
         int rc = enter(f, TSR_FAKE_GI_DESTROY);
 
         return rc ? rc : leave(f, TSR_FAKE_GI_DESTROY, gi_remove_idle(f, gpu, gi_id));
+}
+
+int tsr_fake_gpus_ci_list(struct tsr_fake_gpus *f, unsigned gpu, unsigned gi_id,
+                          struct tsr_fake_ci *out, size_t max, size_t *n)
+{
+        struct fake_gpu *g = gpu_of(f, gpu);
+        struct fake_gi *in = g ? find_gi(g, gi_id) : NULL;
+
+        if (!in)
+                return TSR_ENOTFOUND;
+        if (in->n_ci > max)
+                return TSR_ETOOBIG;
+        memcpy(out, in->ci, in->n_ci * sizeof(in->ci[0]));
+        *n = in->n_ci;
+        return 0;
 }
 
 static int fake_gi_list(void *be, unsigned gpu, struct tsr_gpu_instance *out, size_t max, size_t *n)
@@ -769,7 +778,7 @@ static int load_gi(const struct tsr_fake_gpus *f, json_t *j, struct fake_gi *in)
 
         if (json_unpack(j, "{s:i, s:i, s:i, s:i, s:i, s:o}", "id", &id, "profile", &profile,
                         "start", &start, "size", &size, "slices", &slices, "cis", &cis) ||
-            !json_is_array(cis) || json_array_size(cis) > FAKE_CI_MAX || id < 0 || start < 0 ||
+            !json_is_array(cis) || json_array_size(cis) > TSR_FAKE_CI_MAX || id < 0 || start < 0 ||
             size <= 0 || start + size > TSR_MIG_AXIS_MAX || slices <= 0 ||
             profile_by_id(f->product, (unsigned)profile) < 0)
                 return TSR_EPARSE;

@@ -21,6 +21,7 @@
 #define TSR_NVML_FAKE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/diag.h"
@@ -68,6 +69,21 @@ int tsr_fake_gpus_set_mig_pending(struct tsr_fake_gpus *f, unsigned gpu, bool on
  */
 int tsr_fake_gpus_set_driver_starts(struct tsr_fake_gpus *f, unsigned gi_profile_id,
                                     uint32_t starts);
+
+/* Compute instances one fake GPU instance holds at most. */
+#define TSR_FAKE_CI_MAX 8
+
+struct tsr_fake_ci {
+        unsigned id, slices; /* compute slices */
+        char uuid[TSR_GPU_UUID_MAX];
+};
+
+/*
+ * The compute instances of GPU instance gi_id in creation order (gi_list shows only the first):
+ * what the fake NVML library walks. TSR_ENOTFOUND, TSR_ETOOBIG.
+ */
+int tsr_fake_gpus_ci_list(struct tsr_fake_gpus *f, unsigned gpu, unsigned gi_id,
+                          struct tsr_fake_ci *out, size_t max, size_t *n);
 
 /* ---- fault injection ---- */
 
