@@ -1,0 +1,523 @@
+/*
+ * marker_store.c - the marker store's two backends. Both turn (relative path, body) into a listed
+ * entry the same way (entry_of), so the memory backend fails closed exactly as files do.
+ */
+#include "mig/marker_store.h"
+
+#include "base/err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MARKER_BODY_MAX 4096
+
+/* ---- what both backends share ----------------------------------------------------------- */
+
+static bool name_ok(const char *s)
+{
+        return s[0] != '\0' && s[0] != '.' && !strchr(s, '/');
+}
+
+static bool pathf(char *out, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* snprintf that reports truncation: false when the path did not fit. */
+static bool pathf(char *out, size_t len, const char *fmt, ...)
+{
+        va_list ap;
+        int w;
+
+        va_start(ap, fmt);
+        w = vsnprintf(out, len, fmt, ap);
+        va_end(ap);
+        return w >= 0 && (size_t)w < len;
+}
+
+/* The relative path of (pod_uid, container, card). */
+static int rel_path(const char *pod_uid, const char *container, const char *card, char *out,
+                    size_t len, struct tsr_diag *diag)
+{
+        if (!name_ok(pod_uid) || !name_ok(container) || !name_ok(card))
+                return tsr_diag_set(diag, TSR_EINVAL,
+                                    "MIG marker: pod %s container %s card %s cannot name a path",
+                                    pod_uid, container, card);
+        if (!pathf(out, len, "%s/c-%s/" TSR_MIG_MARKER_PREFIX "%s" TSR_MIG_MARKER_SUFFIX, pod_uid,
+                   container, card))
+                return tsr_diag_set(diag, TSR_ETOOBIG, "MIG marker: path too long");
+        return 0;
+}
+
+/*
+ * Fills e from a marker found at rel ("<pod>/c-<container>/nvidia-mig-<card>.json") with body
+ * text[0..len): decoded, or corrupt with the decoder's message. The path's pod, container and card
+ * were validated by the caller's scan.
+ */
+static void entry_of(struct tsr_mig_marker_entry *e, const char *display, const char *pod,
+                     const char *container, const char *card, const char *text, size_t len)
+{
+        struct tsr_diag why;
+
+        memset(e, 0, sizeof(*e));
+        snprintf(e->path, sizeof(e->path), "%s", display);
+        snprintf(e->pod_uid, sizeof(e->pod_uid), "%s", pod);
+        snprintf(e->container, sizeof(e->container), "%s", container);
+        snprintf(e->card, sizeof(e->card), "%s", card);
+        tsr_diag_clear(&why);
+        if (tsr_mig_marker_decode(text, len, card, &e->m, &why)) {
+                e->corrupt = true;
+                snprintf(e->why, sizeof(e->why), "%s", why.msg);
+                return;
+        }
+        if (strcmp(e->m.pod_uid, pod) || strcmp(e->m.container, container)) {
+                e->corrupt = true;
+                snprintf(e->why, sizeof(e->why),
+                         "MIG marker: \"podUID\" %s / \"container\" %s differ from its path",
+                         e->m.pod_uid, e->m.container);
+        }
+}
+
+static int by_path(const void *a, const void *b)
+{
+        return strcmp(((const struct tsr_mig_marker_entry *)a)->path,
+                      ((const struct tsr_mig_marker_entry *)b)->path);
+}
+
+static void hook(struct tsr_mig_store *s, const char *point)
+{
+        if (s->hook)
+                s->hook(s->hook_arg, point);
+}
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+struct files_store {
+        struct tsr_mig_store base;
+        char root[TSR_MIG_PATH_MAX];
+};
+
+static int fsync_dir(const char *dir)
+{
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        int rc;
+
+        if (fd < 0)
+                return -1;
+        rc = fsync(fd);
+        close(fd);
+        return rc;
+}
+
+/* Reads at most max bytes of path into buf. 0, 1 when the file is gone, -1 on error. */
+static int read_small(const char *path, char *buf, size_t max, size_t *len)
+{
+        int fd = open(path, O_RDONLY);
+        size_t got = 0;
+
+        if (fd < 0)
+                return errno == ENOENT ? 1 : -1;
+        for (;;) {
+                ssize_t r = read(fd, buf + got, max - got);
+
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0) {
+                        close(fd);
+                        return -1;
+                }
+                if (r == 0 || got + (size_t)r == max) {
+                        got += (size_t)r;
+                        break;
+                }
+                got += (size_t)r;
+        }
+        close(fd);
+        *len = got;
+        return 0;
+}
+
+/* Opens dir for scanning: the DIR, or NULL with *gone set when it vanished (not an error). */
+static DIR *open_scan(const char *dir, bool *gone)
+{
+        DIR *d = opendir(dir);
+
+        *gone = !d && (errno == ENOENT || errno == ENOTDIR);
+        return d;
+}
+
+struct scan {
+        struct tsr_mig_marker_entry *out;
+        size_t max, n;
+        struct tsr_diag *diag;
+};
+
+static int scan_container(const char *root, const char *pod, const char *cdir, struct scan *sc)
+{
+        char dir[TSR_MIG_PATH_MAX], file[TSR_MIG_PATH_MAX], body[MARKER_BODY_MAX];
+        struct dirent *de;
+        bool gone;
+        DIR *d;
+        int rc = 0;
+
+        if (!pathf(dir, sizeof(dir), "%s/%s/%s", root, pod, cdir))
+                return tsr_diag_set(sc->diag, TSR_ETOOBIG, "MIG markers: path too long");
+        d = open_scan(dir, &gone);
+        if (!d)
+                return gone ? 0
+                            : tsr_diag_set(sc->diag, TSR_EIO, "MIG markers: %s: %s", dir,
+                                           strerror(errno));
+        while (!rc && (de = readdir(d))) {
+                char card[TSR_MIG_MARKER_UUID_MAX];
+                size_t len = 0;
+                int r;
+
+                if (de->d_name[0] == '.' ||
+                    tsr_mig_marker_card_of_name(de->d_name, card, sizeof(card)))
+                        continue; /* temporary files of an interrupted put start with '.' */
+                if (sc->n == sc->max) {
+                        rc = tsr_diag_set(sc->diag, TSR_ETOOBIG, "MIG markers: more than %zu",
+                                          sc->max);
+                        break;
+                }
+                if (!pathf(file, sizeof(file), "%s/%s", dir, de->d_name)) {
+                        rc = tsr_diag_set(sc->diag, TSR_ETOOBIG, "MIG markers: path too long");
+                        break;
+                }
+                r = read_small(file, body, sizeof(body), &len);
+                if (r == 1)
+                        continue;
+                if (r < 0) {
+                        rc = tsr_diag_set(sc->diag, TSR_EIO, "MIG markers: %s: %s", file,
+                                          strerror(errno));
+                        break;
+                }
+                entry_of(&sc->out[sc->n++], file, pod, cdir + 2, card, body, len);
+        }
+        closedir(d);
+        return rc;
+}
+
+static int scan_pod(const char *root, const char *pod, struct scan *sc)
+{
+        char dir[TSR_MIG_PATH_MAX];
+        struct dirent *de;
+        bool gone;
+        DIR *d;
+        int rc = 0;
+
+        if (!pathf(dir, sizeof(dir), "%s/%s", root, pod))
+                return tsr_diag_set(sc->diag, TSR_ETOOBIG, "MIG markers: path too long");
+        d = open_scan(dir, &gone);
+        if (!d)
+                return gone ? 0
+                            : tsr_diag_set(sc->diag, TSR_EIO, "MIG markers: %s: %s", dir,
+                                           strerror(errno));
+        while (!rc && (de = readdir(d)))
+                if (!strncmp(de->d_name, "c-", 2) && name_ok(de->d_name + 2))
+                        rc = scan_container(root, pod, de->d_name, sc);
+        closedir(d);
+        return rc;
+}
+
+static int files_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
+                      size_t *n, struct tsr_diag *diag)
+{
+        struct files_store *fs = (struct files_store *)s;
+        struct scan sc = {out, max, 0, diag};
+        struct dirent *de;
+        DIR *d = opendir(fs->root);
+        int rc = 0;
+
+        if (!d) /* fail closed: a pods directory we cannot read hides every marker */
+                return tsr_diag_set(diag, TSR_EIO, "MIG markers: pods directory %s: %s", fs->root,
+                                    strerror(errno));
+        while (!rc && (de = readdir(d)))
+                if (name_ok(de->d_name))
+                        rc = scan_pod(fs->root, de->d_name, &sc);
+        closedir(d);
+        if (rc)
+                return rc;
+        qsort(out, sc.n, sizeof(*out), by_path);
+        *n = sc.n;
+        return 0;
+}
+
+static int mkdir_one(const char *dir)
+{
+        return mkdir(dir, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static int files_put(struct tsr_mig_store *s, const struct tsr_mig_marker *m, struct tsr_diag *diag)
+{
+        struct files_store *fs = (struct files_store *)s;
+        char rel[TSR_MIG_PATH_MAX], path[TSR_MIG_PATH_MAX], dir[TSR_MIG_PATH_MAX],
+            tmp[TSR_MIG_PATH_MAX];
+        char *body = NULL;
+        size_t len, off = 0;
+        int fd, rc = rel_path(m->pod_uid, m->container, m->card, rel, sizeof(rel), diag);
+
+        if (rc)
+                return rc;
+        if (!pathf(path, sizeof(path), "%s/%s", fs->root, rel) ||
+            !pathf(tmp, sizeof(tmp), "%s/%s/c-%s/.marker-XXXXXX", fs->root, m->pod_uid,
+                   m->container))
+                return tsr_diag_set(diag, TSR_ETOOBIG, "MIG marker: path too long");
+        pathf(dir, sizeof(dir), "%s/%s", fs->root, m->pod_uid);
+        if (mkdir_one(dir))
+                return tsr_diag_set(diag, TSR_EIO, "MIG marker: %s: %s", dir, strerror(errno));
+        pathf(dir, sizeof(dir), "%s/%s/c-%s", fs->root, m->pod_uid, m->container);
+        if (mkdir_one(dir))
+                return tsr_diag_set(diag, TSR_EIO, "MIG marker: %s: %s", dir, strerror(errno));
+        if (tsr_mig_marker_encode(m, &body))
+                return tsr_diag_set(diag, TSR_ENOMEM, "MIG marker: out of memory");
+        len = strlen(body);
+        fd = mkstemp(tmp);
+        if (fd < 0) {
+                free(body);
+                return tsr_diag_set(diag, TSR_EIO, "MIG marker: %s: %s", tmp, strerror(errno));
+        }
+        while (off < len) {
+                ssize_t w = write(fd, body + off, len - off);
+
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0)
+                        break;
+                off += (size_t)w;
+        }
+        free(body);
+        if (off < len || fsync(fd) || close(fd)) {
+                rc =
+                    tsr_diag_set(diag, TSR_EIO, "MIG marker: writing %s: %s", tmp, strerror(errno));
+                if (off < len)
+                        close(fd);
+                unlink(tmp);
+                return rc;
+        }
+        if (rename(tmp, path)) {
+                rc = tsr_diag_set(diag, TSR_EIO, "MIG marker: %s: %s", path, strerror(errno));
+                unlink(tmp);
+                return rc;
+        }
+        if (fsync_dir(dir))
+                return tsr_diag_set(diag, TSR_EIO, "MIG marker: fsync %s: %s", dir,
+                                    strerror(errno));
+        hook(s, "marker_put:after");
+        return 0;
+}
+
+static int files_remove(struct tsr_mig_store *s, const char *path, struct tsr_diag *diag)
+{
+        char dir[TSR_MIG_PATH_MAX];
+        char *slash;
+
+        if (unlink(path) && errno != ENOENT)
+                return tsr_diag_set(diag, TSR_EIO, "MIG marker: removing %s: %s", path,
+                                    strerror(errno));
+        pathf(dir, sizeof(dir), "%s", path);
+        slash = strrchr(dir, '/');
+        if (slash) {
+                *slash = '\0';
+                if (fsync_dir(dir) && errno != ENOENT)
+                        return tsr_diag_set(diag, TSR_EIO, "MIG marker: fsync %s: %s", dir,
+                                            strerror(errno));
+        }
+        hook(s, "marker_remove:after");
+        return 0;
+}
+
+static void files_free(struct tsr_mig_store *s)
+{
+        free(s);
+}
+
+static const struct tsr_mig_store_ops files_ops = {files_list, files_put, files_remove, files_free};
+
+int tsr_mig_store_files_new(const char *pods_dir, struct tsr_mig_store **out)
+{
+        struct files_store *fs;
+
+        if (strlen(pods_dir) >= sizeof(fs->root) / 2)
+                return TSR_ETOOBIG;
+        fs = calloc(1, sizeof(*fs));
+        if (!fs)
+                return TSR_ENOMEM;
+        fs->base.ops = &files_ops;
+        snprintf(fs->root, sizeof(fs->root), "%s", pods_dir);
+        *out = &fs->base;
+        return 0;
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+struct memory_marker {
+        char rel[TSR_MIG_PATH_MAX];
+        char pod[TSR_MIG_MARKER_UID_MAX], container[TSR_MIG_MARKER_NAME_MAX],
+            card[TSR_MIG_MARKER_UUID_MAX];
+        char *text;
+};
+
+/* Invariant: items ascending by rel, rels distinct. */
+struct memory_store {
+        struct tsr_mig_store base;
+        size_t n;
+        struct memory_marker items[TSR_MIG_MARKERS_MAX];
+};
+
+static int memory_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
+                       size_t *n, struct tsr_diag *diag)
+{
+        struct memory_store *ms = (struct memory_store *)s;
+
+        if (ms->n > max)
+                return tsr_diag_set(diag, TSR_ETOOBIG, "MIG markers: more than %zu", max);
+        for (size_t i = 0; i < ms->n; i++) {
+                const struct memory_marker *it = &ms->items[i];
+
+                entry_of(&out[i], it->rel, it->pod, it->container, it->card, it->text,
+                         strlen(it->text));
+        }
+        *n = ms->n;
+        return 0;
+}
+
+/* Stores text (taking ownership) at the path of (pod, container, card), keeping items sorted. */
+static int memory_store_text(struct memory_store *ms, const char *pod, const char *container,
+                             const char *card, char *text, struct tsr_diag *diag)
+{
+        char rel[TSR_MIG_PATH_MAX];
+        size_t at = 0;
+        int rc = rel_path(pod, container, card, rel, sizeof(rel), diag);
+        struct memory_marker *it;
+
+        if (rc)
+                goto fail;
+        while (at < ms->n && strcmp(ms->items[at].rel, rel) < 0)
+                at++;
+        if (at < ms->n && !strcmp(ms->items[at].rel, rel)) {
+                free(ms->items[at].text);
+                ms->items[at].text = text;
+                goto done;
+        }
+        if (ms->n == TSR_MIG_MARKERS_MAX) {
+                rc = tsr_diag_set(diag, TSR_ETOOBIG, "MIG markers: more than %d",
+                                  TSR_MIG_MARKERS_MAX);
+                goto fail;
+        }
+        memmove(&ms->items[at + 1], &ms->items[at], (ms->n - at) * sizeof(ms->items[0]));
+        ms->n++;
+        it = &ms->items[at];
+        snprintf(it->rel, sizeof(it->rel), "%s", rel);
+        snprintf(it->pod, sizeof(it->pod), "%s", pod);
+        snprintf(it->container, sizeof(it->container), "%s", container);
+        snprintf(it->card, sizeof(it->card), "%s", card);
+        it->text = text;
+done:
+        hook(&ms->base, "marker_put:after");
+        return 0;
+fail:
+        free(text);
+        return rc;
+}
+
+static int memory_put(struct tsr_mig_store *s, const struct tsr_mig_marker *m,
+                      struct tsr_diag *diag)
+{
+        char *text;
+
+        if (tsr_mig_marker_encode(m, &text))
+                return tsr_diag_set(diag, TSR_ENOMEM, "MIG marker: out of memory");
+        return memory_store_text((struct memory_store *)s, m->pod_uid, m->container, m->card, text,
+                                 diag);
+}
+
+static int memory_remove(struct tsr_mig_store *s, const char *path, struct tsr_diag *diag)
+{
+        struct memory_store *ms = (struct memory_store *)s;
+
+        (void)diag;
+        for (size_t i = 0; i < ms->n; i++) {
+                if (strcmp(ms->items[i].rel, path))
+                        continue;
+                free(ms->items[i].text);
+                memmove(&ms->items[i], &ms->items[i + 1], (ms->n - i - 1) * sizeof(ms->items[0]));
+                ms->n--;
+                break;
+        }
+        hook(s, "marker_remove:after");
+        return 0;
+}
+
+static void memory_free(struct tsr_mig_store *s)
+{
+        struct memory_store *ms = (struct memory_store *)s;
+
+        for (size_t i = 0; i < ms->n; i++)
+                free(ms->items[i].text);
+        free(ms);
+}
+
+static const struct tsr_mig_store_ops memory_ops = {memory_list, memory_put, memory_remove,
+                                                    memory_free};
+
+int tsr_mig_store_memory_new(struct tsr_mig_store **out)
+{
+        struct memory_store *ms = calloc(1, sizeof(*ms));
+
+        if (!ms)
+                return TSR_ENOMEM;
+        ms->base.ops = &memory_ops;
+        *out = &ms->base;
+        return 0;
+}
+
+int tsr_mig_store_memory_put_raw(struct tsr_mig_store *s, const char *pod_uid,
+                                 const char *container, const char *card, const char *text)
+{
+        char *copy;
+
+        if (s->ops != &memory_ops)
+                return TSR_EINVAL;
+        copy = strdup(text);
+        if (!copy)
+                return TSR_ENOMEM;
+        return memory_store_text((struct memory_store *)s, pod_uid, container, card, copy, NULL);
+}
+
+/* ---- the vtable's front ------------------------------------------------------------------ */
+
+void tsr_mig_store_free(struct tsr_mig_store *s)
+{
+        if (s)
+                s->ops->free(s);
+}
+
+void tsr_mig_store_set_hook(struct tsr_mig_store *s, void (*fn)(void *arg, const char *point),
+                            void *arg)
+{
+        s->hook = fn;
+        s->hook_arg = arg;
+}
+
+int tsr_mig_store_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
+                       size_t *n, struct tsr_diag *diag)
+{
+        return s->ops->list(s, out, max, n, diag);
+}
+
+int tsr_mig_store_put(struct tsr_mig_store *s, const struct tsr_mig_marker *m,
+                      struct tsr_diag *diag)
+{
+        return s->ops->put(s, m, diag);
+}
+
+int tsr_mig_store_remove(struct tsr_mig_store *s, const char *path, struct tsr_diag *diag)
+{
+        return s->ops->remove(s, path, diag);
+}

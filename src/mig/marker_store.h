@@ -1,0 +1,104 @@
+/*
+ * marker_store.h - where MIG ownership markers live: a small vtable with two backends.
+ *
+ * A marker's path is <podUID>/c-<container>/nvidia-mig-<cardUUID>.json, relative to the store's
+ * root: the kubelet's pods directory for the files backend, nothing for the memory backend (the
+ * simulator's). One marker per (Pod, container, card); put replaces it.
+ *
+ * list returns every marker file in deterministic order (ascending path), each decoded by
+ * codec/mig_marker.h's fail-closed decoder. A marker that does not decode is returned with corrupt
+ * set, its Pod UID and card taken from its path and the decoder's message in why: it is reported,
+ * never silently dropped, and its path stays attributable to a Pod. The files backend tolerates
+ * directories and files that vanish while it scans (a Pod's directory the kubelet removes), and
+ * fails the whole list with TSR_EIO when the pods directory itself, or any marker it found, cannot
+ * be read: a caller that cannot see every marker must not decide anything (reclaim destroys
+ * nothing then).
+ *
+ * put is DURABLE in the files backend: the marker is written to a temporary file in its own
+ * directory (created as needed), fsynced, renamed over the final name, and the directory fsynced,
+ * so after a crash the marker is either absent or whole. Pod UIDs, container names and cards that
+ * are empty, contain '/' or start with '.' are refused (TSR_EINVAL): a marker never escapes its
+ * Pod's directory. remove unlinks one listed path (and fsyncs its directory); a path already gone
+ * is not an error.
+ *
+ * Crash points: a hook (tsr_mig_store_set_hook) runs at "marker_put:after" once a put is durable
+ * and at "marker_remove:after" once a remove is; the crash tests _exit() there.
+ *
+ * Ownership: the _new functions return a new store (free with tsr_mig_store_free); they copy
+ * pods_dir. list fills caller storage. A store is used by one thread at a time (callers hold the
+ * node's MIG lock, see carve.h).
+ */
+#ifndef TSR_MIG_MARKER_STORE_H
+#define TSR_MIG_MARKER_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/diag.h"
+#include "codec/mig_marker.h"
+
+#define TSR_MIG_PATH_MAX    512
+#define TSR_MIG_MARKERS_MAX 256
+
+struct tsr_mig_marker_entry {
+        char path[TSR_MIG_PATH_MAX]; /* what remove takes */
+        bool corrupt;
+        /* From the path, valid for a corrupt marker too. */
+        char pod_uid[TSR_MIG_MARKER_UID_MAX];
+        char container[TSR_MIG_MARKER_NAME_MAX];
+        char card[TSR_MIG_MARKER_UUID_MAX];
+        struct tsr_mig_marker m;    /* valid when !corrupt */
+        char why[TSR_DIAG_MSG_MAX]; /* corrupt: the decoder's message */
+};
+
+struct tsr_mig_store;
+
+struct tsr_mig_store_ops {
+        int (*list)(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
+                    size_t *n, struct tsr_diag *diag);
+        int (*put)(struct tsr_mig_store *s, const struct tsr_mig_marker *m, struct tsr_diag *diag);
+        int (*remove)(struct tsr_mig_store *s, const char *path, struct tsr_diag *diag);
+        void (*free)(struct tsr_mig_store *s);
+};
+
+/* The common head of every backend. */
+struct tsr_mig_store {
+        const struct tsr_mig_store_ops *ops;
+        void (*hook)(void *arg, const char *point);
+        void *hook_arg;
+};
+
+/* A store over the kubelet's pods directory pods_dir (need not exist yet for put). */
+int tsr_mig_store_files_new(const char *pods_dir, struct tsr_mig_store **out);
+
+/* An in-memory store: the simulator's, and the unit tests'. */
+int tsr_mig_store_memory_new(struct tsr_mig_store **out);
+
+/*
+ * Memory backend only: stores text verbatim as the body of the marker at the path of (pod_uid,
+ * container, card), as a torn or hand-edited file would read. TSR_EINVAL for a bad name.
+ */
+int tsr_mig_store_memory_put_raw(struct tsr_mig_store *s, const char *pod_uid,
+                                 const char *container, const char *card, const char *text);
+
+void tsr_mig_store_free(struct tsr_mig_store *s);
+
+/* Sets (hook NULL: clears) the crash-point hook. */
+void tsr_mig_store_set_hook(struct tsr_mig_store *s, void (*hook)(void *arg, const char *point),
+                            void *arg);
+
+/*
+ * Lists every marker into out[0..max), ascending by path. Returns 0 with *n, TSR_ETOOBIG past max,
+ * TSR_EIO (files: the pods directory or a marker unreadable), TSR_ENOMEM.
+ */
+int tsr_mig_store_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
+                       size_t *n, struct tsr_diag *diag);
+
+/* Writes m durably at its path. 0, TSR_EINVAL (bad name), TSR_EIO, TSR_ENOMEM, TSR_ETOOBIG. */
+int tsr_mig_store_put(struct tsr_mig_store *s, const struct tsr_mig_marker *m,
+                      struct tsr_diag *diag);
+
+/* Removes the marker at path (as list returned it). 0 also when already gone; TSR_EIO. */
+int tsr_mig_store_remove(struct tsr_mig_store *s, const char *path, struct tsr_diag *diag);
+
+#endif
