@@ -58,7 +58,7 @@ struct tsr_fake_gpus {
 static const char *const op_names[TSR_FAKE_OP__COUNT] = {
     [TSR_FAKE_GI_CREATE] = "gi_create",   [TSR_FAKE_CI_CREATE] = "ci_create",
     [TSR_FAKE_CI_DESTROY] = "ci_destroy", [TSR_FAKE_GI_DESTROY] = "gi_destroy",
-    [TSR_FAKE_GI_LIST] = "gi_list",
+    [TSR_FAKE_GI_LIST] = "gi_list",       [TSR_FAKE_PLACEMENTS] = "placements",
 };
 
 static void uuid_from(uint64_t a, uint64_t b, const char *prefix, char *out)
@@ -337,16 +337,22 @@ static void hook(struct tsr_fake_gpus *f, enum tsr_fake_op op, const char *when)
         f->hook(f->hook_arg, point);
 }
 
-/* Runs the "before" hook and consumes an injected fault of op: its error, or 0 to proceed. */
-static int enter(struct tsr_fake_gpus *f, enum tsr_fake_op op)
+/* Consumes an injected fault of op: its error, or 0 to proceed. */
+static int take_fault(struct tsr_fake_gpus *f, enum tsr_fake_op op)
 {
         struct fake_fault *ft = &f->fault[op];
 
-        hook(f, op, "before");
         if (!ft->times)
                 return 0;
         ft->times--;
         return failed(f, op_names[op], ft->err);
+}
+
+/* Runs the "before" hook, then take_fault. */
+static int enter(struct tsr_fake_gpus *f, enum tsr_fake_op op)
+{
+        hook(f, op, "before");
+        return take_fault(f, op);
 }
 
 /* Saves a successful mutation and runs the "after" hook. */
@@ -425,7 +431,10 @@ static int fake_placements(void *be, unsigned gpu, unsigned gi_profile_id,
         struct tsr_fake_gpus *f = be;
         int p = profile_by_id(f->product, gi_profile_id);
         size_t k = 0;
+        int rc = take_fault(f, TSR_FAKE_PLACEMENTS);
 
+        if (rc)
+                return rc;
         if (!gpu_of(f, gpu))
                 return failed(f, "placements", TSR_ENOTFOUND);
         if (p < 0 || !f->starts[p])
@@ -520,12 +529,10 @@ static int fake_gi_list(void *be, unsigned gpu, struct tsr_gpu_instance *out, si
 {
         struct tsr_fake_gpus *f = be;
         struct fake_gpu *g = gpu_of(f, gpu);
-        struct fake_fault *ft = &f->fault[TSR_FAKE_GI_LIST];
+        int rc = take_fault(f, TSR_FAKE_GI_LIST);
 
-        if (ft->times) {
-                ft->times--;
-                return failed(f, "gi_list", ft->err);
-        }
+        if (rc)
+                return rc;
         if (!g)
                 return failed(f, "gi_list", TSR_ENOTFOUND);
         if (g->n > max)

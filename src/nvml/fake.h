@@ -93,6 +93,7 @@ enum tsr_fake_op {
         TSR_FAKE_CI_DESTROY,
         TSR_FAKE_GI_DESTROY,
         TSR_FAKE_GI_LIST,
+        TSR_FAKE_PLACEMENTS,
         TSR_FAKE_OP__COUNT
 };
 
