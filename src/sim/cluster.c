@@ -15,6 +15,8 @@
 #include "core/keys.h"
 #include "core/pin.h"
 #include "core/pod_resources.h"
+#include "mig/marker_store.h"
+#include "mig/reclaim.h"
 #include "sim/actors.h"
 #include "sim/resources.h"
 
@@ -42,8 +44,11 @@ static void workload_release(struct sim_workload *w)
 
 void tsr_cluster_release(struct tsr_cluster *c)
 {
-        for (size_t i = 0; i < c->n_nodes; i++)
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                tsr_mig_reclaimer_free(c->nodes[i].reclaimer);
+                tsr_mig_store_free(c->nodes[i].markers);
                 tsr_fake_gpus_free(c->nodes[i].gpus);
+        }
         for (size_t i = 0; i < c->n_pods; i++)
                 json_decref(c->pods[i].obj);
         for (size_t i = 0; i < c->n_workloads; i++)
@@ -122,9 +127,19 @@ int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_mi
         n->product = product;
         n->gpu_count = product ? gpu_count : 0;
         if (product) {
+                struct tsr_mig_gpus gpus = {&tsr_fake_gpu_ops, NULL};
+
                 rc = tsr_fake_gpus_new(name, product, gpu_count, mig_on, &n->gpus);
-                if (rc)
+                gpus.be = n->gpus;
+                if (!rc)
+                        rc = tsr_mig_store_memory_new(&n->markers);
+                if (!rc)
+                        rc = tsr_mig_reclaimer_new(&gpus, n->markers, NULL, NULL, &n->reclaimer);
+                if (rc) {
+                        tsr_mig_store_free(n->markers);
+                        tsr_fake_gpus_free(n->gpus);
                         return tsr_diag_set(diag, rc, "node \"%s\": cannot create its GPUs", name);
+                }
         }
         c->n_nodes++;
         if (product)
@@ -181,7 +196,7 @@ int tsr_cluster_ledger(const struct tsr_cluster *c, size_t i, struct tsr_accel_l
         if (!n->product)
                 return 0;
         alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
-        recs = malloc(SIM_MARKERS_MAX * sizeof(*recs));
+        recs = malloc(SIM_RECORDS_MAX * sizeof(*recs));
         if (!alloc || !recs) {
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
                 goto out;
@@ -195,9 +210,9 @@ int tsr_cluster_ledger(const struct tsr_cluster *c, size_t i, struct tsr_accel_l
                 rc = tsr_cluster_pod_allocation(p, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, diag);
                 if (!rc &&
                     tsr_alloc_annotation_records(alloc, na, n->product, tsr_cluster_pod_finished(p),
-                                                 recs, SIM_MARKERS_MAX, &nrec))
+                                                 recs, SIM_RECORDS_MAX, &nrec))
                         rc = tsr_diag_set(diag, TSR_ETOOBIG, "node %s: more than %d allocations",
-                                          n->name, SIM_MARKERS_MAX);
+                                          n->name, SIM_RECORDS_MAX);
         }
         if (!rc)
                 rc = tsr_ledger_build(n->caps, n->gpu_count, recs, nrec, ledger, diag);

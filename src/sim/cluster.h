@@ -14,8 +14,9 @@
  *                   ownership markers, containers that finish, and the reclaim loop.
  * Invariants: every ledger is rebuilt from the allocation annotations of the Pods bound to its
  * node (never edited); a node's capability changes only when its device manager (re)detects;
- * hardware instances outlive their Pods until the reclaim loop destroys them (3 consecutive passes
- * that find the owner gone; passes run on Pod deletion and every 60 s of virtual time). Time moves
+ * hardware instances outlive their Pods until the reclaim loop (src/mig/reclaim.h, over each node's
+ * in-memory marker store) destroys them (3 consecutive passes that find the owner gone; passes run
+ * on Pod deletion and every 60 s of virtual time). Time moves
  * only through tsr_cluster_advance. The cluster owns every object in it. Single-threaded.
  */
 #ifndef TSR_SIM_CLUSTER_H
@@ -36,13 +37,14 @@
 
 struct tsr_diag;
 struct tsr_buf;
+struct tsr_mig_reclaimer;
+struct tsr_mig_store;
 
 #define SIM_NAME_MAX       254
 #define SIM_GPUS_MAX       64
-#define SIM_MARKERS_MAX    256
+#define SIM_RECORDS_MAX    256 /* allocation records per node */
 #define SIM_PODSETS_MAX    8
 #define SIM_RECLAIM_PERIOD 60 /* reclaimResyncInterval, seconds */
-#define SIM_RECLAIM_MISSES 3  /* reclaimMaxMisses */
 #define SIM_RETRY_SECONDS  30 /* the check's requeueAfterSeconds */
 /* Appended to an allocation failure that only a not-yet-reclaimed instance explains. */
 #define SIM_RECLAIM_GAP                                                                            \
@@ -59,21 +61,6 @@ struct tsr_buf;
 #define SIM_ENTRANCE_LABEL   "schedule.gpustack.ai/queue-entrance"
 #define SIM_INSTANCETYPE_TAG "resource.gpustack.ai/type"
 
-/* The ownership marker the allocator writes with a MIG instance. */
-struct sim_marker {
-        char pod_uid[40];
-        char container[64];
-        unsigned gpu, gi_id, ci_id;
-        char profile[64];
-        char mig_uuid[TSR_GPU_UUID_MAX];
-        unsigned misses; /* consecutive reclaim passes that found the Pod gone */
-};
-
-struct sim_orphan {
-        unsigned gpu, gi_id;
-        unsigned misses;
-};
-
 struct sim_node {
         char name[SIM_NAME_MAX];
         char os[32], arch[32];
@@ -83,10 +70,8 @@ struct sim_node {
         unsigned gpu_count;
         struct tsr_fake_gpus *gpus;
         struct tsr_accel_cap caps[SIM_GPUS_MAX]; /* the device manager's detection */
-        size_t n_markers;
-        struct sim_marker markers[SIM_MARKERS_MAX];
-        size_t n_orphans;
-        struct sim_orphan orphans[SIM_MARKERS_MAX];
+        struct tsr_mig_store *markers;           /* the ownership markers (memory store) */
+        struct tsr_mig_reclaimer *reclaimer;     /* the reclaim loop's debounce state */
 };
 
 enum sim_phase { SIM_PENDING, SIM_RUNNING, SIM_SUCCEEDED, SIM_FAILED };

@@ -18,6 +18,8 @@
 #include "core/alloc.h"
 #include "core/demand.h"
 #include "core/instancetype.h"
+#include "mig/carve.h"
+#include "mig/reclaim.h"
 #include "sim/commands.h"
 #include "sim/resources.h"
 
@@ -27,21 +29,6 @@
 #include <string.h>
 
 /* ---- admission ---------------------------------------------------------------------------- */
-
-/* Live hardware beyond the ledger, per GPU: instances not yet reclaimed. */
-static void hardware_occupied(const struct sim_node *n, uint32_t *out)
-{
-        for (unsigned g = 0; g < n->gpu_count; g++) {
-                struct tsr_gpu_instance inst[TSR_GPU_INSTANCES_MAX];
-                size_t ni = 0;
-
-                out[g] = 0;
-                if (tsr_fake_gpu_ops.gi_list(n->gpus, g, inst, TSR_GPU_INSTANCES_MAX, &ni))
-                        continue;
-                for (size_t k = 0; k < ni; k++)
-                        out[g] |= tsr_geometry_span(inst[k].start, inst[k].size);
-        }
-}
 
 /* Free tokens of one accelerator for family f (0 when the card is held in another mode). */
 static unsigned free_tokens(const struct tsr_accel_cap *cap, const struct tsr_accel_ledger *l,
@@ -171,73 +158,57 @@ static void allocate_bound(struct sim_node *n, struct tsr_accel_ledger *ledger,
         }
 }
 
-/* Carves the partition of one container; charges ledger, marks the owner and fills ca. */
+/*
+ * Carves (or reuses, or adopts) the partition of one container through src/mig/carve.h, which
+ * writes the ownership marker before it answers; charges ledger and fills ca.
+ */
 static void allocate_partition(struct sim_node *n, struct tsr_accel_ledger *ledger,
-                               const uint32_t *hw, const struct sim_pod *p,
-                               const struct tsr_demand *d, const char *group,
-                               struct tsr_container_allocation *ca, struct failure *f)
+                               const struct sim_pod *p, const struct tsr_demand *d,
+                               const char *group, struct tsr_container_allocation *ca,
+                               struct failure *f)
 {
-        struct tsr_alloc_pick pick;
-        const struct tsr_mig_profile *mp;
+        const struct tsr_mig_gpus gpus = {&tsr_fake_gpu_ops, n->gpus};
+        const struct tsr_mig_request req = {p->uid, ca->container, d->profile};
         struct tsr_accel_allocation *aa;
-        struct sim_marker *mk;
-        size_t np;
-        unsigned gi, ci;
+        struct tsr_mig_grant g;
+        struct tsr_alloc_pick pick;
+        struct tsr_diag diag;
+        int rc;
 
-        if (n->n_markers >= SIM_MARKERS_MAX ||
-            tsr_alloc_place(n->caps, ledger, n->gpu_count, d, hw, &pick, 1, &np)) {
-                struct tsr_accel_ledger without_hw[SIM_GPUS_MAX];
-
+        tsr_diag_clear(&diag);
+        rc = tsr_mig_reserve(&gpus, n->markers, n->caps, ledger, n->gpu_count, &req, &g, &diag);
+        if (rc == TSR_ENOSPC || rc == TSR_ENOTFOUND) {
                 /* The replacement gap: the ledger frees a deleted Pod's slot before the
                  * reclaimer destroys its instance. Say so when that is what blocks. */
-                memcpy(without_hw, ledger, n->gpu_count * sizeof(*ledger));
-                fail(f,
-                     "Pod was rejected: Allocate failed due to rpc error: code = "
-                     "FailedPrecondition desc = no partitioned GPU has a free %s placement%s, "
-                     "which is unexpected",
-                     d->profile,
-                     tsr_alloc_place(n->caps, without_hw, n->gpu_count, d, NULL, NULL, 0, NULL)
-                         ? ""
-                         : SIM_RECLAIM_GAP);
+                fail(
+                    f,
+                    "Pod was rejected: Allocate failed due to rpc error: code = "
+                    "FailedPrecondition desc = %s%s, which is unexpected",
+                    diag.msg,
+                    tsr_alloc_pick_partition(n->caps, ledger, NULL, n->gpu_count, d->profile, &pick)
+                        ? ""
+                        : SIM_RECLAIM_GAP);
                 return;
         }
-        mp = &n->product->profiles[pick.profile];
-        mk = &n->markers[n->n_markers];
-        if (tsr_fake_gpu_ops.gi_create(n->gpus, pick.accel, mp->gi_profile_id, pick.start, &gi)) {
+        if (rc) {
                 fail(f,
                      "Pod was rejected: Allocate failed due to rpc error: code = Internal desc "
-                     "= failed to create GPU instance %s: Insufficient Resources, which is "
-                     "unexpected",
-                     mp->name);
+                     "= %s, which is unexpected",
+                     diag.msg);
                 return;
         }
-        if (tsr_fake_gpu_ops.ci_create(n->gpus, pick.accel, gi, &ci, mk->mig_uuid)) {
-                tsr_fake_gpu_ops.gi_destroy(n->gpus, pick.accel, gi);
-                fail(f,
-                     "Pod was rejected: Allocate failed due to rpc error: code = Internal desc "
-                     "= failed to create compute instance on %s, which is unexpected",
-                     mp->name);
-                return;
-        }
-        snprintf(mk->pod_uid, sizeof(mk->pod_uid), "%s", p->uid);
-        snprintf(mk->container, sizeof(mk->container), "%s", ca->container);
-        snprintf(mk->profile, sizeof(mk->profile), "%s", mp->name);
-        mk->gpu = pick.accel;
-        mk->gi_id = gi;
-        mk->ci_id = ci;
-        mk->misses = 0;
-        n->n_markers++;
+        pick = (struct tsr_alloc_pick){g.gpu, g.profile, g.marker.start};
         aa = &ca->accels[ca->n++];
-        snprintf(aa->id, sizeof(aa->id), "%s", n->caps[pick.accel].uuid);
-        aa->index = pick.accel;
-        aa->mode = TSR_MODE_PARTITIONED;
+        snprintf(aa->id, sizeof(aa->id), "%s", n->caps[g.gpu].uuid);
+        aa->index = g.gpu;
+        aa->mode = tsr_alloc_charge(n->caps, ledger, d, &pick);
         aa->allocated = d->units;
-        snprintf(aa->profile, sizeof(aa->profile), "%s", mp->name);
-        aa->start = pick.start;
-        aa->length = mp->size;
-        snprintf(aa->physical_id, sizeof(aa->physical_id), "%s", mk->mig_uuid);
+        snprintf(aa->profile, sizeof(aa->profile), "%s", g.marker.profile);
+        aa->start = g.marker.start;
+        aa->length = g.marker.length;
+        snprintf(aa->physical_id, sizeof(aa->physical_id), "%s", g.marker.mig_uuid);
         device_id(ca->device_ids[ca->n_device_ids++], sizeof(ca->device_ids[0]), group,
-                  n->caps[pick.accel].uuid, pick.start);
+                  n->caps[g.gpu].uuid, g.marker.start);
 }
 
 /* Seconds a `sleep ARG` takes: a plain number of seconds or a Go-style duration, else -1. */
@@ -315,7 +286,6 @@ void sim_kubelet_admit(struct tsr_cluster *c, size_t k)
         const struct tsr_manufacturer *m;
         struct tsr_pod_spec *spec = NULL;
         struct failure f = {0};
-        uint32_t hw[SIM_GPUS_MAX];
         char group[TSR_NAME_MAX], *json = NULL;
         size_t na = 0;
 
@@ -331,7 +301,6 @@ void sim_kubelet_admit(struct tsr_cluster *c, size_t k)
                      "Pod was rejected: the kubelet could not read the Pod or its node's ledger");
                 goto out;
         }
-        hardware_occupied(n, hw);
         tsr_instancetype_group_id(n->product, group, sizeof(group));
         for (size_t i = 0; i < spec->req.n && !f.failed; i++) {
                 struct tsr_demand d;
@@ -355,7 +324,7 @@ void sim_kubelet_admit(struct tsr_cluster *c, size_t k)
                          group);
                 snprintf(ca->manufacturer, sizeof(ca->manufacturer), "%s", m->key);
                 if (d.family == TSR_FAMILY_PARTITIONED) {
-                        allocate_partition(n, ledger, hw, p, &d, group, ca, &f);
+                        allocate_partition(n, ledger, p, &d, group, ca, &f);
                         continue;
                 }
                 tsr_key_format(key, m,
@@ -392,118 +361,54 @@ void sim_kubelet_finish_due(struct tsr_cluster *c)
 
 /* ---- reclaim ------------------------------------------------------------------------------ */
 
-static bool uid_live(const struct tsr_cluster *c, const char *uid)
-{
-        for (size_t k = 0; k < c->n_pods; k++)
-                if (!strcmp(c->pods[k].uid, uid))
-                        return true;
-        return false;
-}
-
-static bool gpu_drained(const struct tsr_cluster *c, size_t node, unsigned gpu)
-{
-        for (size_t k = 0; k < c->n_pods; k++) {
-                struct tsr_container_allocation alloc[TSR_ALLOC_CONTAINERS_MAX];
-                size_t na;
-
-                if (c->pods[k].node != (int)node ||
-                    tsr_cluster_pod_allocation(&c->pods[k], alloc, TSR_ALLOC_CONTAINERS_MAX, &na,
-                                               NULL))
-                        continue;
-                for (size_t a = 0; a < na; a++)
-                        for (size_t x = 0; x < alloc[a].n; x++)
-                                if (alloc[a].accels[x].index == gpu)
-                                        return false;
-        }
-        return true;
-}
-
-static void destroy(struct sim_node *n, unsigned gpu, unsigned gi)
-{
-        struct tsr_gpu_instance inst[TSR_GPU_INSTANCES_MAX];
-        size_t ni = 0;
-
-        if (tsr_fake_gpu_ops.gi_list(n->gpus, gpu, inst, TSR_GPU_INSTANCES_MAX, &ni))
-                return;
-        for (size_t k = 0; k < ni; k++) {
-                if (inst[k].gi_id != gi)
-                        continue;
-                if (inst[k].n_ci)
-                        tsr_fake_gpu_ops.ci_destroy(n->gpus, gpu, gi, inst[k].ci_id);
-                tsr_fake_gpu_ops.gi_destroy(n->gpus, gpu, gi);
-        }
-}
-
-static struct sim_orphan *orphan_slot(struct sim_node *n, unsigned gpu, unsigned gi)
-{
-        for (size_t k = 0; k < n->n_orphans; k++)
-                if (n->orphans[k].gpu == gpu && n->orphans[k].gi_id == gi)
-                        return &n->orphans[k];
-        if (n->n_orphans >= SIM_MARKERS_MAX)
-                return NULL;
-        n->orphans[n->n_orphans] = (struct sim_orphan){gpu, gi, 0};
-        return &n->orphans[n->n_orphans++];
-}
-
-/* One reclaim pass over node i: debounce dead owners and drained orphans, then destroy. */
+/*
+ * One pass of src/mig/reclaim.h over node i: every Pod of the cluster is live, and the allocation
+ * annotations of the Pods bound to the node are its claims.
+ */
 void sim_kubelet_reclaim_pass(struct tsr_cluster *c, size_t i)
 {
         struct sim_node *n = &c->nodes[i];
-        size_t k = 0;
+        struct tsr_container_allocation alloc[TSR_ALLOC_CONTAINERS_MAX];
+        struct tsr_mig_claim *claims = NULL;
+        const char **live = calloc(c->n_pods + 1, sizeof(*live));
+        struct tsr_mig_view view = {NULL, 0, NULL, 0};
+        size_t cap = 0;
 
-        while (k < n->n_markers) {
-                struct sim_marker *mk = &n->markers[k];
+        if (!live)
+                return;
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const struct sim_pod *p = &c->pods[k];
+                size_t na;
 
-                if (uid_live(c, mk->pod_uid)) {
-                        mk->misses = 0;
-                        k++;
+                live[view.n_live++] = p->uid;
+                if (p->node != (int)i ||
+                    tsr_cluster_pod_allocation(p, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, NULL))
                         continue;
-                }
-                if (++mk->misses < SIM_RECLAIM_MISSES) {
-                        k++;
-                        continue;
-                }
-                destroy(n, mk->gpu, mk->gi_id);
-                memmove(mk, mk + 1, (n->n_markers - k - 1) * sizeof(*mk));
-                n->n_markers--;
+                for (size_t a = 0; a < na; a++)
+                        for (size_t x = 0; x < alloc[a].n; x++) {
+                                const struct tsr_accel_allocation *aa = &alloc[a].accels[x];
+
+                                if (aa->index >= n->gpu_count)
+                                        continue;
+                                if (view.n_claims == cap) {
+                                        size_t more = cap ? cap * 2 : 16;
+                                        struct tsr_mig_claim *grown =
+                                            realloc(claims, more * sizeof(*claims));
+
+                                        if (!grown)
+                                                goto out;
+                                        claims = grown;
+                                        cap = more;
+                                }
+                                claims[view.n_claims++] = (struct tsr_mig_claim){
+                                    p->uid, n->caps[aa->index].uuid,
+                                    aa->mode == TSR_MODE_PARTITIONED, aa->start, aa->length};
+                        }
         }
-        for (unsigned g = 0; g < n->gpu_count; g++) {
-                struct tsr_gpu_instance inst[TSR_GPU_INSTANCES_MAX];
-                size_t ni = 0;
-
-                if (tsr_fake_gpu_ops.gi_list(n->gpus, g, inst, TSR_GPU_INSTANCES_MAX, &ni))
-                        continue;
-                for (size_t x = 0; x < ni; x++) {
-                        bool marked = false;
-                        struct sim_orphan *o;
-
-                        for (size_t m = 0; m < n->n_markers; m++)
-                                marked |=
-                                    n->markers[m].gpu == g && n->markers[m].gi_id == inst[x].gi_id;
-                        if (marked || !gpu_drained(c, i, g))
-                                continue;
-                        o = orphan_slot(n, g, inst[x].gi_id);
-                        if (o && ++o->misses >= SIM_RECLAIM_MISSES)
-                                destroy(n, g, inst[x].gi_id);
-                }
-        }
-        /* Forget orphan counters of instances that are gone. */
-        k = 0;
-        while (k < n->n_orphans) {
-                struct tsr_gpu_instance inst[TSR_GPU_INSTANCES_MAX];
-                size_t ni = 0;
-                bool present = false;
-
-                tsr_fake_gpu_ops.gi_list(n->gpus, n->orphans[k].gpu, inst, TSR_GPU_INSTANCES_MAX,
-                                         &ni);
-                for (size_t x = 0; x < ni; x++)
-                        present |= inst[x].gi_id == n->orphans[k].gi_id;
-                if (present) {
-                        k++;
-                        continue;
-                }
-                memmove(&n->orphans[k], &n->orphans[k + 1],
-                        (n->n_orphans - k - 1) * sizeof(n->orphans[0]));
-                n->n_orphans--;
-        }
+        view.live = live;
+        view.claims = claims;
+        tsr_mig_reclaim_pass(n->reclaimer, &view, NULL, NULL);
+out:
+        free(claims);
+        free(live);
 }
