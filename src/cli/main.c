@@ -5,6 +5,7 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
+#include "cli/nvml_cmd.h"
 #include "cli/webhook_cmd.h"
 #include "sim/scenario.h"
 
@@ -20,6 +21,7 @@ static void usage(FILE *f)
               "commands:\n"
               "  sim FILE.yaml   run a scenario against a virtual cluster (SCENARIOS.md)\n"
               "  webhook [opts]  serve the admission webhooks over HTTPS (tessera webhook --help)\n"
+              "  nvml probe      show, read-only, what the GPU driver sees (tessera nvml --help)\n"
               "  help            show this text\n",
               f);
 }
@@ -80,6 +82,8 @@ int main(int argc, char **argv)
                 return cmd_sim(argc - 1, argv + 1);
         if (!strcmp(argv[1], "webhook"))
                 return cli_webhook(argc - 1, argv + 1);
+        if (!strcmp(argv[1], "nvml"))
+                return cli_nvml(argc - 1, argv + 1);
         if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
                 usage(stdout);
                 return 0;
