@@ -6,6 +6,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "grpc/grpc_int.h"
 
 void tsr_grpc_reader_init(struct tsr_grpc_reader *r, size_t max)
 {
@@ -95,7 +96,7 @@ int tsr_grpc_reader_feed(struct tsr_grpc_reader *r, const uint8_t *data, size_t 
                 off += n;
                 if (r->body.len == r->want) {
                         rc = deliver(r, (const uint8_t *)r->body.ptr, r->body.len, fn, ctx);
-                        tsr_buf_reset(&r->body);
+                        tsr__grpc_buf_clear(&r->body);
                         if (rc)
                                 return rc;
                 }
@@ -134,7 +135,8 @@ int tsr_grpc_message_frame(struct tsr_buf *out, const uint8_t *msg, size_t len)
                 rc = tsr_buf_add(out, msg, len);
         if (rc) {
                 out->len = start;
-                out->ptr[start] = '\0';
+                if (out->cap)
+                        out->ptr[start] = '\0';
         }
         return rc;
 }

@@ -11,6 +11,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "grpc/grpc_int.h"
 #include "grpc/message.h"
 
 #include <nghttp2/nghttp2.h>
@@ -295,7 +296,7 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
 
                         call->out = s->queue;
                         s->queue = t;
-                        tsr_buf_reset(&s->queue);
+                        tsr__grpc_buf_clear(&s->queue);
                         call->out_off = 0;
                 }
                 done = s->ending && s->queue.len == 0;
@@ -310,7 +311,7 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
         call->out_off += n;
         if (call->out_off < call->out.len)
                 return (ssize_t)n;
-        tsr_buf_reset(&call->out);
+        tsr__grpc_buf_clear(&call->out);
         call->out_off = 0;
         if (!done) {
                 if (n)

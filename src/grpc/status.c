@@ -45,7 +45,8 @@ int tsr_grpc_percent_encode(struct tsr_buf *out, const char *msg, size_t len)
                         rc = tsr_buf_addf(out, "%%%02X", c);
                 if (rc) {
                         out->len = start;
-                        out->ptr[start] = '\0';
+                        if (out->cap)
+                                out->ptr[start] = '\0';
                         return rc;
                 }
         }
@@ -79,7 +80,8 @@ int tsr_grpc_percent_decode(struct tsr_buf *out, const char *value, size_t len)
                 rc = tsr_buf_addch(out, c);
                 if (rc) {
                         out->len = start;
-                        out->ptr[start] = '\0';
+                        if (out->cap)
+                                out->ptr[start] = '\0';
                         return rc;
                 }
         }

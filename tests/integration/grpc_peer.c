@@ -47,7 +47,8 @@ static int device_list(struct tsr_buf *out, int n)
         }
         resp.n_devices = (size_t)(n < 16 ? n : 16);
         resp.devices = ptrs;
-        tsr_buf_reset(out);
+        if (out->cap)
+                tsr_buf_reset(out);
         if (tsr_buf_pad(out, 0, v1beta1__list_and_watch_response__get_packed_size(&resp)))
                 return -1;
         v1beta1__list_and_watch_response__pack(&resp, (uint8_t *)out->ptr);
