@@ -1,0 +1,249 @@
+/*
+ * test_mig_carve.c - mig/carve.h's reserve order on a fake H100 node: create at the pack-first
+ * lowest free start with the marker written; reuse after a restart (new store and reclaimer
+ * objects over the same directory and hardware); reuse failing closed when the instance is gone
+ * or recreated; adoption of an out-of-band instance, refused while a corrupt marker names its card
+ * or an annotation claims it; a failed compute instance undoing its GPU instance; an un-reclaimed
+ * instance never double-booked (the replacement gap).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "support/mig_node.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char root[64];
+
+static int make_root(void **state)
+{
+        (void)state;
+        snprintf(root, sizeof(root), "/tmp/tsr-mig-carve-XXXXXX");
+        return mkdtemp(root) ? 0 : -1;
+}
+
+static int remove_root(void **state)
+{
+        char cmd[128];
+
+        (void)state;
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+        return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_create_packs_and_marks(void **state)
+{
+        static struct mx_node n;
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+
+        (void)state;
+        mx_init(&n, NULL);
+        assert_int_equal(mx_allocate(&n, "pod-a", "3g.40gb", NULL), 0);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.how, TSR_MIG_CREATED);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.gpu, 0);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.marker.start, 0);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.marker.length, 4);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.marker.compute_slices, 3);
+        assert_string_equal(mx_pod(&n, "pod-a")->grant.marker.card, n.caps[0].uuid);
+        /* pack: the second goes to the same GPU, at the next legal start */
+        assert_int_equal(mx_allocate(&n, "pod-b", "1g.10gb", NULL), 0);
+        assert_int_equal(mx_pod(&n, "pod-b")->grant.gpu, 0);
+        assert_int_equal(mx_pod(&n, "pod-b")->grant.marker.start, 4);
+        assert_int_equal(mx_instances(&n, 0, in), 2);
+        assert_string_equal(in[1].mig_uuid, mx_pod(&n, "pod-b")->grant.marker.mig_uuid);
+        assert_int_equal(mx_markers(&n), 2);
+        mx_check(&n, true);
+        mx_release(&n);
+}
+
+static void test_reuse_after_restart(void **state)
+{
+        static struct mx_node n;
+        struct tsr_mig_grant first;
+        char dir[128], path[160];
+
+        (void)state;
+        snprintf(dir, sizeof(dir), "%s/reuse", root);
+        assert_int_equal(mkdir(dir, 0755), 0);
+        snprintf(path, sizeof(path), "%s/gpus.json", root);
+        mx_init(&n, dir);
+        assert_int_equal(mx_allocate(&n, "pod-a", "2g.20gb", NULL), 0);
+        first = mx_pod(&n, "pod-a")->grant;
+        assert_int_equal(tsr_fake_gpus_save(n.fake, path), 0);
+        /* restart: new objects, same directory and hardware */
+        tsr_mig_reclaimer_free(n.reclaimer);
+        tsr_mig_store_free(n.store);
+        tsr_fake_gpus_free(n.fake);
+        {
+                struct tsr_fake_gpus *f;
+
+                assert_int_equal(tsr_fake_gpus_load(path, &f), 0);
+                mx_init_loaded(&n, f, dir);
+        }
+        assert_int_equal(mx_allocate(&n, "pod-a", "2g.20gb", NULL), 0);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.how, TSR_MIG_REUSED);
+        assert_memory_equal(&mx_pod(&n, "pod-a")->grant.marker, &first.marker,
+                            sizeof(first.marker));
+        /* another profile for the same container fails closed */
+        assert_int_equal(mx_allocate(&n, "pod-a", "1g.10gb", NULL), TSR_ESTALE);
+        mx_check(&n, true);
+        mx_release(&n);
+}
+
+static void test_reuse_fails_closed_when_gone(void **state)
+{
+        static struct mx_node n;
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+        struct tsr_diag diag;
+        unsigned gi;
+
+        (void)state;
+        mx_init(&n, NULL);
+        assert_int_equal(mx_allocate(&n, "pod-a", "1g.10gb", NULL), 0);
+        gi = mx_pod(&n, "pod-a")->grant.marker.gi_id;
+        assert_int_equal(tsr_fake_gpus_vanish(n.fake, 0, gi), 0);
+        tsr_diag_clear(&diag);
+        assert_int_equal(mx_allocate(&n, "pod-a", "1g.10gb", &diag), TSR_ESTALE);
+        assert_non_null(strstr(diag.msg, "gone or was recreated"));
+        assert_int_equal(mx_instances(&n, 0, in) + mx_instances(&n, 1, in), 0);
+        /* recreated under the same id: a new UUID, still not the Pod's */
+        assert_int_equal(tsr_fake_gpus_carve(n.fake, 0, 19, 0, true, &gi), 0);
+        assert_int_equal(gi, mx_pod(&n, "pod-a")->grant.marker.gi_id);
+        assert_int_equal(mx_allocate(&n, "pod-a", "1g.10gb", &diag), TSR_ESTALE);
+        mx_release(&n);
+}
+
+static void test_adopt_out_of_band(void **state)
+{
+        static struct mx_node n;
+        unsigned gi, gi2;
+
+        (void)state;
+        mx_init(&n, NULL);
+        /* 3g.40gb is driver profile 9 on an H100; carved by hand at start 4 on GPU 1 */
+        assert_int_equal(tsr_fake_gpus_carve(n.fake, 1, 9, 4, true, &gi), 0);
+        assert_int_equal(mx_allocate(&n, "pod-a", "3g.40gb", NULL), 0);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.how, TSR_MIG_ADOPTED);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.gpu, 1);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.marker.gi_id, gi);
+        /* one without a compute instance gets one */
+        assert_int_equal(tsr_fake_gpus_carve(n.fake, 1, 9, 0, false, &gi2), 0);
+        assert_int_equal(mx_allocate(&n, "pod-b", "3g.40gb", NULL), 0);
+        assert_int_equal(mx_pod(&n, "pod-b")->grant.how, TSR_MIG_ADOPTED);
+        assert_int_equal(mx_pod(&n, "pod-b")->grant.marker.gi_id, gi2);
+        assert_true(strlen(mx_pod(&n, "pod-b")->grant.marker.mig_uuid) > 0);
+        mx_check(&n, true);
+        mx_release(&n);
+}
+
+static void test_no_adopt_under_corrupt_marker_or_claim(void **state)
+{
+        static struct mx_node n;
+        struct mx_pod *ghost;
+        unsigned gi;
+
+        (void)state;
+        mx_init(&n, NULL);
+        assert_int_equal(tsr_fake_gpus_carve(n.fake, 1, 9, 4, true, &gi), 0);
+        assert_int_equal(
+            tsr_mig_store_memory_put_raw(n.store, "pod-x", "main", n.caps[1].uuid, "{\"podUID\":"),
+            0);
+        assert_int_equal(mx_allocate(&n, "pod-a", "3g.40gb", NULL), 0);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.how, TSR_MIG_CREATED);
+        assert_int_not_equal(mx_pod(&n, "pod-a")->grant.marker.gi_id == gi &&
+                                 mx_pod(&n, "pod-a")->grant.gpu == 1,
+                             1);
+        mx_check(&n, false);
+        mx_release(&n);
+
+        /* an instance a live Pod's annotation claims is not adoptable */
+        mx_init(&n, NULL);
+        assert_int_equal(tsr_fake_gpus_carve(n.fake, 0, 9, 0, true, &gi), 0);
+        ghost = mx_pod(&n, "pod-ghost");
+        ghost->granted = true;
+        ghost->grant.gpu = 0;
+        ghost->grant.profile = 3; /* filled below */
+        {
+                const struct tsr_product *p = tsr_fake_gpus_product(n.fake);
+
+                for (size_t i = 0; i < p->n_profiles; i++)
+                        if (!strcmp(p->profiles[i].name, "3g.40gb"))
+                                ghost->grant.profile = (int)i;
+        }
+        ghost->grant.marker.start = 0;
+        assert_int_equal(mx_allocate(&n, "pod-a", "3g.40gb", NULL), 0);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.how, TSR_MIG_CREATED);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.marker.start, 4);
+        mx_release(&n);
+}
+
+static void test_ci_failure_undoes_gi(void **state)
+{
+        static struct mx_node n;
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+        struct tsr_diag diag;
+
+        (void)state;
+        mx_init(&n, NULL);
+        tsr_fake_gpus_fail(n.fake, TSR_FAKE_CI_CREATE, TSR_EPERM, 1);
+        tsr_diag_clear(&diag);
+        assert_int_equal(mx_allocate(&n, "pod-a", "1g.10gb", &diag), TSR_EPERM);
+        assert_string_equal(diag.msg, "failed to create compute instance on 1g.10gb: Insufficient "
+                                      "Permissions");
+        assert_int_equal(mx_instances(&n, 0, in), 0);
+        assert_int_equal(mx_markers(&n), 0);
+        tsr_fake_gpus_fail(n.fake, TSR_FAKE_GI_CREATE, TSR_ENOSPC, 1);
+        assert_int_equal(mx_allocate(&n, "pod-a", "1g.10gb", &diag), TSR_ENOSPC);
+        assert_string_equal(diag.msg, "failed to create GPU instance 1g.10gb: Insufficient "
+                                      "Resources");
+        assert_int_equal(mx_allocate(&n, "pod-a", "1g.10gb", NULL), 0);
+        mx_check(&n, true);
+        mx_release(&n);
+}
+
+static void test_replacement_gap(void **state)
+{
+        static struct mx_node n;
+        struct tsr_diag diag;
+
+        (void)state;
+        mx_init(&n, NULL);
+        assert_int_equal(mx_allocate(&n, "pod-a", "7g.80gb", NULL), 0);
+        assert_int_equal(mx_allocate(&n, "pod-b", "7g.80gb", NULL), 0);
+        mx_pod(&n, "pod-a")->live = false; /* deleted: its slot frees in the ledger at once */
+        tsr_diag_clear(&diag);
+        assert_int_equal(mx_allocate(&n, "pod-c", "7g.80gb", &diag), TSR_ENOSPC);
+        assert_non_null(strstr(diag.msg, "no partitioned GPU has a free 7g.80gb placement"));
+        mx_check(&n, false);
+        for (int i = 0; i < TSR_MIG_RECLAIM_MAX_MISSES; i++)
+                assert_int_equal(mx_pass(&n, NULL), 0);
+        assert_int_equal(mx_allocate(&n, "pod-c", "7g.80gb", NULL), 0);
+        assert_int_equal(mx_pod(&n, "pod-c")->grant.how, TSR_MIG_CREATED);
+        mx_check(&n, true);
+        assert_int_equal(mx_allocate(&n, "pod-d", "9g.99gb", &diag), TSR_ENOTFOUND);
+        mx_release(&n);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_create_packs_and_marks),
+            cmocka_unit_test(test_reuse_after_restart),
+            cmocka_unit_test(test_reuse_fails_closed_when_gone),
+            cmocka_unit_test(test_adopt_out_of_band),
+            cmocka_unit_test(test_no_adopt_under_corrupt_marker_or_claim),
+            cmocka_unit_test(test_ci_failure_undoes_gi),
+            cmocka_unit_test(test_replacement_gap),
+        };
+
+        return cmocka_run_group_tests(tests, make_root, remove_root);
+}
