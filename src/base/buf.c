@@ -33,7 +33,8 @@ void tsr_buf_release(struct tsr_buf *b)
 void tsr_buf_reset(struct tsr_buf *b)
 {
         b->len = 0;
-        b->ptr[0] = '\0';
+        if (b->cap) /* the shared static "" of an unallocated buffer is never written */
+                b->ptr[0] = '\0';
 }
 
 static int grow(struct tsr_buf *b, size_t extra)

@@ -34,7 +34,8 @@ void tsr_buf_init(struct tsr_buf *b);
 /* Frees b's contents and re-initialises it as empty. */
 void tsr_buf_release(struct tsr_buf *b);
 
-/* Empties b, keeping its allocation. */
+/* Empties b, keeping its allocation; never writes to an unallocated buffer (safe across threads).
+ */
 void tsr_buf_reset(struct tsr_buf *b);
 
 /* Appends len bytes. Returns 0, TSR_ENOMEM or TSR_ETOOBIG (b unchanged on failure). */

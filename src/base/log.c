@@ -1,7 +1,7 @@
 /*
  * log.c - logfmt lines built in a buffer and written at once.
  */
-#include "webhook/log.h"
+#include "base/log.h"
 
 #include "base/buf.h"
 

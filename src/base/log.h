@@ -3,8 +3,8 @@
  * values quoted and escaped when they hold spaces, quotes or control characters. A line is
  * written with one write(2) so concurrent threads never interleave within a line. Thread-safe.
  */
-#ifndef TSR_WEBHOOK_LOG_H
-#define TSR_WEBHOOK_LOG_H
+#ifndef TSR_BASE_LOG_H
+#define TSR_BASE_LOG_H
 
 enum tsr_log_level { TSR_LOG_DEBUG, TSR_LOG_INFO, TSR_LOG_WARN, TSR_LOG_ERROR };
 

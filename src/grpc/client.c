@@ -9,7 +9,6 @@
 
 #include "base/diag.h"
 #include "base/err.h"
-#include "grpc/grpc_int.h"
 
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
@@ -102,7 +101,7 @@ static void call_settle(struct tsr_grpc_call *call, uint32_t error_code)
                 int code = call->grpc_status > 16 ? TSR_GRPC_UNKNOWN : call->grpc_status;
 
                 if (tsr_grpc_percent_decode(&msg, call->grpc_message.ptr, call->grpc_message.len))
-                        tsr__grpc_buf_clear(&msg);
+                        tsr_buf_reset(&msg);
                 if (code == TSR_GRPC_OK && !call->on_message && call->n_resp != 1) {
                         snprintf(text, sizeof(text), "unary response had %zu messages",
                                  call->n_resp);
@@ -167,9 +166,9 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
                         call->grpc_status = TSR_GRPC_UNKNOWN;
                 }
         } else if (namelen == 12 && !memcmp(name, "grpc-message", 12)) {
-                tsr__grpc_buf_clear(&call->grpc_message);
+                tsr_buf_reset(&call->grpc_message);
                 if (tsr_buf_add(&call->grpc_message, value, valuelen))
-                        tsr__grpc_buf_clear(&call->grpc_message);
+                        tsr_buf_reset(&call->grpc_message);
         }
         return 0;
 }

@@ -6,7 +6,6 @@
 
 #include "base/diag.h"
 #include "base/err.h"
-#include "grpc/grpc_int.h"
 
 void tsr_grpc_reader_init(struct tsr_grpc_reader *r, size_t max)
 {
@@ -96,7 +95,7 @@ int tsr_grpc_reader_feed(struct tsr_grpc_reader *r, const uint8_t *data, size_t 
                 off += n;
                 if (r->body.len == r->want) {
                         rc = deliver(r, (const uint8_t *)r->body.ptr, r->body.len, fn, ctx);
-                        tsr__grpc_buf_clear(&r->body);
+                        tsr_buf_reset(&r->body);
                         if (rc)
                                 return rc;
                 }

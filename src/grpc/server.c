@@ -11,7 +11,6 @@
 
 #include "base/diag.h"
 #include "base/err.h"
-#include "grpc/grpc_int.h"
 #include "grpc/message.h"
 
 #include <nghttp2/nghttp2.h>
@@ -296,7 +295,7 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
 
                         call->out = s->queue;
                         s->queue = t;
-                        tsr__grpc_buf_clear(&s->queue);
+                        tsr_buf_reset(&s->queue);
                         call->out_off = 0;
                 }
                 done = s->ending && s->queue.len == 0;
@@ -311,7 +310,7 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
         call->out_off += n;
         if (call->out_off < call->out.len)
                 return (ssize_t)n;
-        tsr__grpc_buf_clear(&call->out);
+        tsr_buf_reset(&call->out);
         call->out_off = 0;
         if (!done) {
                 if (n)

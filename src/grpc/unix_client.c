@@ -8,7 +8,6 @@
 #include "grpc/unix_client.h"
 
 #include "base/err.h"
-#include "grpc/grpc_int.h"
 #include "grpc/client.h"
 
 #include <errno.h>
@@ -205,13 +204,13 @@ int tsr_grpc_unix_stream_next(struct tsr_grpc_unix_stream *s, int timeout_ms, st
                 size_t len = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
                 int rc;
 
-                tsr__grpc_buf_clear(msg);
+                tsr_buf_reset(msg);
                 rc = tsr_buf_add(msg, p + TSR_GRPC_PREFIX_LEN, len);
                 if (rc)
                         return rc;
                 s->queue_off += TSR_GRPC_PREFIX_LEN + len;
                 if (s->queue_off == s->queue.len) {
-                        tsr__grpc_buf_clear(&s->queue);
+                        tsr_buf_reset(&s->queue);
                         s->queue_off = 0;
                 }
                 return TSR_GRPC_UNIX_MESSAGE;

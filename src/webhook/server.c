@@ -12,7 +12,7 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
-#include "webhook/log.h"
+#include "base/log.h"
 #include "webhook/metrics.h"
 #include "webhook/tls_store.h"
 

@@ -6,7 +6,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
-#include "webhook/log.h"
+#include "base/log.h"
 
 #include <gnutls/x509.h>
 #include <pthread.h>
