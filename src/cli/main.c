@@ -5,6 +5,7 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
+#include "cli/device_manager_cmd.h"
 #include "cli/nvml_cmd.h"
 #include "cli/webhook_cmd.h"
 #include "sim/scenario.h"
@@ -21,6 +22,8 @@ static void usage(FILE *f)
               "commands:\n"
               "  sim FILE.yaml   run a scenario against a virtual cluster (SCENARIOS.md)\n"
               "  webhook [opts]  serve the admission webhooks over HTTPS (tessera webhook --help)\n"
+              "  device-manager [opts]  serve a node's accelerators to the kubelet\n"
+              "                  (tessera device-manager --help)\n"
               "  nvml probe      show, read-only, what the GPU driver sees (tessera nvml --help)\n"
               "  help            show this text\n",
               f);
@@ -82,6 +85,8 @@ int main(int argc, char **argv)
                 return cmd_sim(argc - 1, argv + 1);
         if (!strcmp(argv[1], "webhook"))
                 return cli_webhook(argc - 1, argv + 1);
+        if (!strcmp(argv[1], "device-manager"))
+                return cli_device_manager(argc - 1, argv + 1);
         if (!strcmp(argv[1], "nvml"))
                 return cli_nvml(argc - 1, argv + 1);
         if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -1,0 +1,668 @@
+/*
+ * agent.c - the node's device-plugin state and Allocate under the node-wide lock.
+ */
+#include "devicemanager/agent.h"
+
+#include "base/err.h"
+#include "codec/alloc_annotation.h"
+#include "deviceplugin/preferred.h"
+#include "mig/carve.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An Allocate whose annotation the Pod does not show yet. */
+struct reservation {
+        char uid[128], ns[254], name[254];
+        struct tsr_container_allocation alloc;
+        bool recorded; /* the annotation write succeeded (the watch may lag behind it) */
+        bool seen;     /* the Pod was in a snapshot since the reservation */
+};
+
+struct subscriber {
+        void (*fn)(void *ctx);
+        void *ctx;
+};
+
+struct tsr_dm_agent {
+        pthread_mutex_t mu; /* the node-wide allocation lock; guards everything below */
+        struct tsr_accel_cap *caps;
+        struct tsr_dp_node node;
+        struct tsr_dm_agent_opts opts;
+        struct reservation *res;
+        size_t n_res, cap_res;
+        struct subscriber *subs;
+        size_t n_subs;
+};
+
+static const char *str_at(json_t *o, const char *a, const char *b)
+{
+        return json_string_value(json_object_get(json_object_get(o, a), b));
+}
+
+static void logf_(struct tsr_dm_agent *a, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void logf_(struct tsr_dm_agent *a, const char *level, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+
+        if (!a->opts.log)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        a->opts.log(a->opts.ctx, level, msg);
+}
+
+int tsr_dm_agent_new(const struct tsr_accel_cap *caps, size_t n,
+                     const struct tsr_dm_agent_opts *opts, struct tsr_dm_agent **out,
+                     struct tsr_diag *diag)
+{
+        struct tsr_dm_agent *a = calloc(1, sizeof(*a));
+        int rc;
+
+        if (!a || !(a->caps = malloc(n * sizeof(*caps)))) {
+                free(a);
+                return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
+        }
+        memcpy(a->caps, caps, n * sizeof(*caps));
+        rc = tsr_dp_node_init(&a->node, a->caps, n);
+        if (rc) {
+                free(a->caps);
+                free(a);
+                return tsr_diag_set(diag, rc,
+                                    "device manager: the detected accelerators are not one "
+                                    "product indexed from 0");
+        }
+        a->opts = *opts;
+        pthread_mutex_init(&a->mu, NULL);
+        *out = a;
+        return 0;
+}
+
+void tsr_dm_agent_free(struct tsr_dm_agent *a)
+{
+        if (!a)
+                return;
+        pthread_mutex_destroy(&a->mu);
+        free(a->res);
+        free(a->subs);
+        free(a->caps);
+        free(a);
+}
+
+const struct tsr_dp_node *tsr_dm_agent_node(const struct tsr_dm_agent *a)
+{
+        return &a->node;
+}
+
+int tsr_dm_agent_subscribe(struct tsr_dm_agent *a, void (*fn)(void *ctx), void *ctx)
+{
+        struct subscriber *s;
+
+        pthread_mutex_lock(&a->mu);
+        s = realloc(a->subs, (a->n_subs + 1) * sizeof(*s));
+        if (s) {
+                a->subs = s;
+                a->subs[a->n_subs++] = (struct subscriber){fn, ctx};
+        }
+        pthread_mutex_unlock(&a->mu);
+        return s ? 0 : TSR_ENOMEM;
+}
+
+void tsr_dm_agent_changed(struct tsr_dm_agent *a)
+{
+        struct subscriber subs[16];
+        size_t n;
+
+        pthread_mutex_lock(&a->mu);
+        n = a->n_subs < 16 ? a->n_subs : 16;
+        memcpy(subs, a->subs, n * sizeof(*subs));
+        pthread_mutex_unlock(&a->mu);
+        for (size_t i = 0; i < n; i++)
+                subs[i].fn(subs[i].ctx);
+}
+
+/* ---- the ledger ----------------------------------------------------------------------------- */
+
+static bool finished(json_t *pod)
+{
+        const char *phase = str_at(pod, "status", "phase");
+
+        return phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+}
+
+/* Decodes pod's allocation annotation into alloc[0..*na) (none when absent or unreadable). */
+static void pod_allocation(json_t *pod, struct tsr_container_allocation *alloc, size_t *na)
+{
+        const char *v = json_string_value(
+            json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"),
+                            TSR_ALLOC_ANNOTATION));
+
+        *na = 0;
+        if (v && tsr_alloc_annotation_decode(v, alloc, TSR_ALLOC_CONTAINERS_MAX, na, NULL))
+                *na = 0;
+}
+
+static bool names_container(const struct tsr_container_allocation *alloc, size_t na,
+                            const char *container)
+{
+        for (size_t i = 0; i < na; i++)
+                if (!strcmp(alloc[i].container, container))
+                        return true;
+        return false;
+}
+
+static json_t *pod_by_uid(json_t *pods, const char *uid)
+{
+        size_t i;
+        json_t *p;
+
+        json_array_foreach(pods, i, p)
+        {
+                const char *u = str_at(p, "metadata", "uid");
+
+                if (u && !strcmp(u, uid))
+                        return p;
+        }
+        return NULL;
+}
+
+/* Drops reservations the Pods settled: annotated, or their Pod seen and gone. Under mu. */
+static void settle(struct tsr_dm_agent *a, json_t *pods)
+{
+        struct tsr_container_allocation *alloc;
+        size_t k = 0;
+
+        if (!pods)
+                return;
+        alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
+        if (!alloc)
+                return;
+        while (k < a->n_res) {
+                struct reservation *r = &a->res[k];
+                json_t *p = pod_by_uid(pods, r->uid);
+                size_t na = 0;
+
+                if (p) {
+                        r->seen = true;
+                        pod_allocation(p, alloc, &na);
+                }
+                if ((p && names_container(alloc, na, r->alloc.container)) || (!p && r->seen)) {
+                        memmove(r, r + 1, (a->n_res - k - 1) * sizeof(*r));
+                        a->n_res--;
+                        continue;
+                }
+                k++;
+        }
+        free(alloc);
+}
+
+/* Builds the ledger from pods' annotations and the reservations. Under mu. */
+static int build_ledger(struct tsr_dm_agent *a, json_t *pods, struct tsr_accel_ledger *ledger,
+                        struct tsr_diag *diag)
+{
+        size_t max = 64 + a->n_res * TSR_ALLOC_ACCELS_MAX, nrec = 0, i;
+        struct tsr_container_allocation *alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
+        struct tsr_alloc_record *recs;
+        json_t *p;
+        int rc = 0;
+
+        max += json_array_size(pods) * TSR_ALLOC_CONTAINERS_MAX * TSR_ALLOC_ACCELS_MAX;
+        recs = malloc(max * sizeof(*recs));
+        if (!alloc || !recs) {
+                free(alloc);
+                free(recs);
+                return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
+        }
+        json_array_foreach(pods, i, p)
+        {
+                size_t na;
+
+                pod_allocation(p, alloc, &na);
+                rc = tsr_alloc_annotation_records(alloc, na, a->node.product,
+                                                  a->opts.release_terminated && finished(p), recs,
+                                                  max, &nrec);
+                if (rc)
+                        break;
+        }
+        for (size_t k = 0; k < a->n_res && !rc; k++)
+                rc = tsr_alloc_annotation_records(&a->res[k].alloc, 1, a->node.product, false, recs,
+                                                  max, &nrec);
+        if (rc)
+                rc = tsr_diag_set(diag, rc, "device manager: too many allocations on the node");
+        else
+                rc = tsr_ledger_build(a->caps, a->node.n, recs, nrec, ledger, diag);
+        free(alloc);
+        free(recs);
+        return rc;
+}
+
+/* The Pods now, the reservations settled, and the ledger. Under mu; *pods is a new reference. */
+static int snapshot(struct tsr_dm_agent *a, json_t **pods, struct tsr_accel_ledger *ledger,
+                    struct tsr_diag *diag)
+{
+        *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
+        if (!*pods)
+                *pods = json_array();
+        settle(a, *pods);
+        return build_ledger(a, *pods, ledger, diag);
+}
+
+int tsr_dm_agent_ledger(struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger,
+                        struct tsr_diag *diag)
+{
+        json_t *pods;
+        int rc;
+
+        pthread_mutex_lock(&a->mu);
+        rc = snapshot(a, &pods, ledger, diag);
+        pthread_mutex_unlock(&a->mu);
+        json_decref(pods);
+        return rc;
+}
+
+int tsr_dm_agent_devices(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_dp_device **out,
+                         size_t *n)
+{
+        struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
+        int rc;
+
+        if (!ledger)
+                return TSR_ENOMEM;
+        rc = tsr_dm_agent_ledger(a, ledger, NULL);
+        if (!rc)
+                rc = tsr_dp_devices(&a->node, ledger, f, out, n);
+        free(ledger);
+        return rc;
+}
+
+int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char *const *available,
+                           size_t n_avail, const char *const *must, size_t n_must, unsigned size,
+                           const char **out, size_t *n_out)
+{
+        struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
+        int rc;
+
+        if (!ledger)
+                return TSR_ENOMEM;
+        rc = tsr_dm_agent_ledger(a, ledger, NULL);
+        if (!rc)
+                rc = tsr_dp_preferred(&a->node, ledger, f, available, n_avail, must, n_must, size,
+                                      0, out, n_out);
+        free(ledger);
+        return rc;
+}
+
+/* ---- Allocate ------------------------------------------------------------------------------- */
+
+static void answer(struct tsr_dm_answer *out, enum tsr_dm_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void answer(struct tsr_dm_answer *out, enum tsr_dm_code code, const char *fmt, ...)
+{
+        va_list ap;
+
+        out->code = code;
+        va_start(ap, fmt);
+        vsnprintf(out->message, sizeof(out->message), fmt, ap);
+        va_end(ap);
+}
+
+static bool reserved_by(void *ctx, const char *uid, const char *container)
+{
+        const struct tsr_dm_agent *a = ctx;
+
+        for (size_t k = 0; k < a->n_res; k++)
+                if (!strcmp(a->res[k].uid, uid) && !strcmp(a->res[k].alloc.container, container))
+                        return true;
+        return false;
+}
+
+/* Settles a partition claim: a MIG instance reused, adopted or created, with its marker. */
+static bool settle_partition(struct tsr_dm_agent *a, const struct tsr_accel_ledger *ledger,
+                             const struct tsr_dp_identity *id, const char *uid,
+                             const char *const *ids, size_t n_ids, struct tsr_dp_grant *g,
+                             struct tsr_dm_answer *out)
+{
+        struct tsr_mig_request req = {uid, id->container, id->demand.profile};
+        struct tsr_mig_grant mg;
+        struct tsr_accel_allocation *aa;
+        struct tsr_diag d;
+        int rc;
+
+        tsr_diag_clear(&d);
+        rc = tsr_mig_reserve(&a->opts.gpus, a->opts.store, a->caps, ledger, a->node.n, &req, &mg,
+                             &d);
+        if (rc) {
+                answer(out,
+                       rc == TSR_ESTALE || rc == TSR_ENOSPC || rc == TSR_ENOTFOUND
+                           ? TSR_DM_FAILED_PRECONDITION
+                           : TSR_DM_INTERNAL,
+                       "%s", d.msg);
+                return false;
+        }
+        memset(g, 0, sizeof(*g));
+        aa = &g->alloc.accels[g->alloc.n++];
+        snprintf(aa->id, sizeof(aa->id), "%s", a->caps[mg.gpu].uuid);
+        aa->index = mg.gpu;
+        aa->mode = TSR_MODE_PARTITIONED;
+        aa->allocated = id->demand.units;
+        snprintf(aa->profile, sizeof(aa->profile), "%s", mg.marker.profile);
+        aa->start = mg.marker.start;
+        aa->length = mg.marker.length;
+        snprintf(aa->physical_id, sizeof(aa->physical_id), "%s", mg.marker.mig_uuid);
+        for (size_t k = 0; k < n_ids && k < TSR_ALLOC_ACCELS_MAX; k++)
+                snprintf(g->alloc.device_ids[g->alloc.n_device_ids++],
+                         sizeof(g->alloc.device_ids[0]), "%s", ids[k]);
+        tsr_dp_grant_expose(g, mg.marker.mig_uuid);
+        logf_(a, "info", "%s %s on GPU %u at %u for %s/%s",
+              mg.how == TSR_MIG_REUSED    ? "reused"
+              : mg.how == TSR_MIG_ADOPTED ? "adopted"
+                                          : "created",
+              mg.marker.profile, mg.gpu, mg.marker.start, uid, id->container);
+        return true;
+}
+
+/* Visibility: the accelerators the Pod's other containers hold (none: "void"). */
+static void settle_visibility(struct tsr_dm_agent *a, json_t *pod, const char *uid,
+                              struct tsr_dp_grant *g)
+{
+        struct tsr_container_allocation *alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
+        size_t na = 0;
+
+        memset(g, 0, sizeof(*g));
+        if (alloc)
+                pod_allocation(pod, alloc, &na);
+        for (size_t k = 0; k < a->n_res && alloc && na < TSR_ALLOC_CONTAINERS_MAX; k++)
+                if (!strcmp(a->res[k].uid, uid))
+                        alloc[na++] = a->res[k].alloc;
+        for (size_t i = 0; i < na; i++)
+                for (size_t x = 0; x < alloc[i].n; x++) {
+                        const struct tsr_accel_allocation *aa = &alloc[i].accels[x];
+                        const char *dev = aa->physical_id[0] ? aa->physical_id : aa->id;
+
+                        if (!strstr(g->visible, dev))
+                                tsr_dp_grant_expose(g, dev);
+                }
+        free(alloc);
+}
+
+static int add_reservation(struct tsr_dm_agent *a, json_t *pod, const char *container,
+                           const struct tsr_dp_grant *g)
+{
+        struct reservation *r;
+
+        if (a->n_res == a->cap_res) {
+                size_t cap = a->cap_res ? a->cap_res * 2 : 16;
+
+                r = realloc(a->res, cap * sizeof(*r));
+                if (!r)
+                        return TSR_ENOMEM;
+                a->res = r;
+                a->cap_res = cap;
+        }
+        r = &a->res[a->n_res++];
+        memset(r, 0, sizeof(*r));
+        snprintf(r->uid, sizeof(r->uid), "%s", str_at(pod, "metadata", "uid"));
+        snprintf(r->ns, sizeof(r->ns), "%s", str_at(pod, "metadata", "namespace"));
+        snprintf(r->name, sizeof(r->name), "%s", str_at(pod, "metadata", "name"));
+        r->alloc = g->alloc;
+        snprintf(r->alloc.container, sizeof(r->alloc.container), "%s", container);
+        snprintf(r->alloc.group_id, sizeof(r->alloc.group_id), "%.*s",
+                 (int)sizeof(r->alloc.group_id) - 1, a->node.group);
+        snprintf(r->alloc.manufacturer, sizeof(r->alloc.manufacturer), "%s", a->node.m->key);
+        return 0;
+}
+
+/*
+ * The annotation value for the Pod of reservation k: its current entries with every reservation
+ * of the same Pod put over them. Under mu. A new string, or NULL.
+ */
+static char *annotation_for(struct tsr_dm_agent *a, json_t *pod, const char *uid)
+{
+        struct tsr_container_allocation *alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
+        size_t na = 0;
+        char *json = NULL;
+
+        if (!alloc)
+                return NULL;
+        if (pod)
+                pod_allocation(pod, alloc, &na);
+        for (size_t k = 0; k < a->n_res; k++) {
+                size_t i = 0;
+
+                if (strcmp(a->res[k].uid, uid))
+                        continue;
+                while (i < na && strcmp(alloc[i].container, a->res[k].alloc.container))
+                        i++;
+                if (i == TSR_ALLOC_CONTAINERS_MAX)
+                        continue;
+                alloc[i] = a->res[k].alloc;
+                if (i == na)
+                        na++;
+        }
+        if (tsr_alloc_annotation_encode(alloc, na, &json))
+                json = NULL;
+        free(alloc);
+        return json;
+}
+
+/* Records the reservations of uid on its Pod (outside mu); marks them recorded on success. */
+static void record(struct tsr_dm_agent *a, const char *uid)
+{
+        char ns[254] = "", name[254] = "", *json = NULL;
+        json_t *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
+        struct tsr_diag d;
+        int rc;
+
+        pthread_mutex_lock(&a->mu);
+        for (size_t k = 0; k < a->n_res; k++)
+                if (!strcmp(a->res[k].uid, uid)) {
+                        snprintf(ns, sizeof(ns), "%s", a->res[k].ns);
+                        snprintf(name, sizeof(name), "%s", a->res[k].name);
+                }
+        if (ns[0])
+                json = annotation_for(a, pod_by_uid(pods, uid), uid);
+        pthread_mutex_unlock(&a->mu);
+        json_decref(pods);
+        if (!json || !a->opts.record)
+                goto out;
+        tsr_diag_clear(&d);
+        rc = a->opts.record(a->opts.ctx, ns, name, uid, json, &d);
+        if (rc) {
+                logf_(a, "warn", "recording the allocation on Pod %s/%s failed (retried): %s", ns,
+                      name, d.msg);
+                goto out;
+        }
+        pthread_mutex_lock(&a->mu);
+        for (size_t k = 0; k < a->n_res; k++)
+                if (!strcmp(a->res[k].uid, uid))
+                        a->res[k].recorded = true;
+        pthread_mutex_unlock(&a->mu);
+out:
+        free(json);
+}
+
+void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char *const *ids,
+                           size_t n_ids, struct tsr_dm_answer *out)
+{
+        struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
+        struct tsr_dp_kubelet_view *kv = NULL;
+        struct tsr_dp_identity id;
+        struct tsr_dp_grant *g = malloc(sizeof(*g));
+        char resource[TSR_KEY_MAX], uid[128] = "";
+        json_t *pods = NULL;
+        struct tsr_diag d;
+        bool granted = false;
+
+        memset(out, 0, sizeof(*out));
+        if (!ledger || !g || tsr_dp_resource_name(&a->node, f, resource)) {
+                answer(out, TSR_DM_INTERNAL, "device manager: out of memory");
+                free(ledger);
+                free(g);
+                return;
+        }
+        tsr_diag_clear(&d);
+        pthread_mutex_lock(&a->mu);
+        if (snapshot(a, &pods, ledger, &d)) {
+                answer(out, TSR_DM_INTERNAL, "the node's ledger cannot be rebuilt: %s", d.msg);
+                goto unlock;
+        }
+        if (a->opts.identify_by_kubelet && a->opts.kubelet_view &&
+            a->opts.kubelet_view(a->opts.ctx, &kv))
+                kv = NULL;
+        if (tsr_dp_identify(&a->node, pods, kv, resource, ids, n_ids, reserved_by, a, &id,
+                            out->message, sizeof(out->message))) {
+                out->code = TSR_DM_FAILED_PRECONDITION;
+                goto unlock;
+        }
+        snprintf(uid, sizeof(uid), "%s", str_at(id.pod, "metadata", "uid"));
+        snprintf(out->pod, sizeof(out->pod), "%s/%s", str_at(id.pod, "metadata", "namespace"),
+                 str_at(id.pod, "metadata", "name"));
+        snprintf(out->container, sizeof(out->container), "%s", id.container);
+        if (id.demand.mixed || (id.demand.family != f && f != TSR_FAMILY_VISIBILITY)) {
+                answer(out, TSR_DM_FAILED_PRECONDITION,
+                       "container %s of Pod %s asks for more than one accelerator family",
+                       id.container, out->pod);
+                goto unlock;
+        }
+        switch (f) {
+        case TSR_FAMILY_PARTITIONED:
+                granted = settle_partition(a, ledger, &id, uid, ids, n_ids, g, out);
+                break;
+        case TSR_FAMILY_VISIBILITY:
+                settle_visibility(a, id.pod, uid, g);
+                granted = true;
+                break;
+        default: {
+                int rc = tsr_dp_allocate_bound(&a->node, ledger, f, ids, n_ids, id.demand.units,
+                                               a->opts.sliced_gate, id.container, g, out->message,
+                                               sizeof(out->message));
+
+                out->code = rc == 0            ? TSR_DM_OK
+                            : rc == TSR_EPARSE ? TSR_DM_INVALID_ARGUMENT
+                            : rc == TSR_ENOSPC ? TSR_DM_FAILED_PRECONDITION
+                                               : TSR_DM_INTERNAL;
+                granted = rc == 0;
+        }
+        }
+        if (granted && f != TSR_FAMILY_VISIBILITY && add_reservation(a, id.pod, id.container, g)) {
+                answer(out, TSR_DM_INTERNAL, "device manager: out of memory");
+                granted = false;
+        }
+        if (granted) {
+                out->code = TSR_DM_OK;
+                out->message[0] = '\0';
+                snprintf(out->visible, sizeof(out->visible), "%s",
+                         g->visible[0] ? g->visible : "void");
+        }
+unlock:
+        pthread_mutex_unlock(&a->mu);
+        if (kv)
+                a->opts.kubelet_view_free(a->opts.ctx, kv);
+        json_decref(pods);
+        free(ledger);
+        free(g);
+        if (out->code != TSR_DM_OK) {
+                logf_(a, "warn", "Allocate of %zu %s device(s) refused: %s", n_ids, resource,
+                      out->message);
+                return;
+        }
+        if (f != TSR_FAMILY_VISIBILITY) {
+                record(a, uid);
+                tsr_dm_agent_changed(a);
+        }
+}
+
+size_t tsr_dm_agent_sync(struct tsr_dm_agent *a)
+{
+        char(*uids)[128] = NULL;
+        size_t n = 0, left = 0;
+        json_t *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
+
+        pthread_mutex_lock(&a->mu);
+        settle(a, pods);
+        uids = calloc(a->n_res ? a->n_res : 1, sizeof(*uids));
+        for (size_t k = 0; uids && k < a->n_res; k++)
+                if (!a->res[k].recorded)
+                        snprintf(uids[n++], sizeof(uids[0]), "%s", a->res[k].uid);
+        pthread_mutex_unlock(&a->mu);
+        json_decref(pods);
+        for (size_t i = 0; i < n; i++)
+                record(a, uids[i]);
+        pthread_mutex_lock(&a->mu);
+        for (size_t k = 0; k < a->n_res; k++)
+                left += !a->res[k].recorded;
+        pthread_mutex_unlock(&a->mu);
+        free(uids);
+        return left;
+}
+
+/* ---- reclaim -------------------------------------------------------------------------------- */
+
+/* Appends the claims of one allocation of Pod uid to claims[*n..max). */
+static void add_claims(const struct tsr_container_allocation *c, const char *uid,
+                       struct tsr_mig_claim *claims, size_t max, size_t *n)
+{
+        for (size_t x = 0; x < c->n && *n < max; x++)
+                claims[(*n)++] = (struct tsr_mig_claim){uid, c->accels[x].id,
+                                                        c->accels[x].mode == TSR_MODE_PARTITIONED,
+                                                        c->accels[x].start, c->accels[x].length};
+}
+
+int tsr_dm_agent_reclaim(struct tsr_dm_agent *a, struct tsr_mig_reclaimer *r,
+                         struct tsr_mig_pass_stats *stats, struct tsr_diag *diag)
+{
+        json_t *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL, *p;
+        size_t n_pods = json_array_size(pods), max_claims, n_live = 0, n_claims = 0, i;
+        struct tsr_container_allocation *alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
+        const char **live = NULL;
+        struct tsr_mig_claim *claims = NULL;
+        int rc;
+
+        if (!pods) {
+                free(alloc);
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "reclaim skipped: the Pods bound to the node are unknown");
+        }
+        pthread_mutex_lock(&a->mu);
+        settle(a, pods);
+        max_claims = (n_pods * TSR_ALLOC_CONTAINERS_MAX + a->n_res) * TSR_ALLOC_ACCELS_MAX + 1;
+        live = calloc(n_pods + 1, sizeof(*live));
+        claims = calloc(max_claims, sizeof(*claims));
+        if (!alloc || !live || !claims) {
+                rc = tsr_diag_set(diag, TSR_ENOMEM, "reclaim: out of memory");
+                goto out;
+        }
+        json_array_foreach(pods, i, p)
+        {
+                const char *uid = str_at(p, "metadata", "uid");
+                size_t na;
+
+                if (!uid)
+                        continue;
+                live[n_live++] = uid;
+                pod_allocation(p, alloc, &na);
+                for (size_t c = 0; c < na; c++)
+                        add_claims(&alloc[c], uid, claims, max_claims, &n_claims);
+        }
+        for (size_t k = 0; k < a->n_res; k++)
+                add_claims(&a->res[k].alloc, a->res[k].uid, claims, max_claims, &n_claims);
+        rc = tsr_mig_reclaim_pass(r, &(struct tsr_mig_view){live, n_live, claims, n_claims}, stats,
+                                  diag);
+out:
+        pthread_mutex_unlock(&a->mu);
+        free(alloc);
+        free(live);
+        free(claims);
+        json_decref(pods);
+        if (!rc && stats && stats->destroyed)
+                tsr_dm_agent_changed(a);
+        return rc;
+}

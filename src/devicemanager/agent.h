@@ -1,0 +1,141 @@
+/*
+ * agent.h - one node's device plugins without their transport: the state every family's plugin
+ * shares and the decisions it makes under the node's allocation lock.
+ *
+ * State: the detected accelerators (fixed for the agent's life: re-detection is a restart), the
+ * GPU backend and the MIG marker store, and the reservations Allocate made that the Pods'
+ * allocation annotations do not show yet. The ledger is rebuilt wholesale on every use from the
+ * Pods bound to the node (their annotations; terminating Pods included, finished ones per
+ * core/ledger.h) plus those reservations. A reservation is dropped once its Pod's annotation
+ * names the container, or once its Pod has been seen and is gone.
+ *
+ * Allocate (spec/upstream-behavior.md §8): under one node-wide mutex, identify the container
+ * (pod-resources first when the caller can ask it, else the oldest pending Pod), refuse or settle
+ * the claim (accelerator-bound: the tokens name the cards; partitioned: carve or reuse a MIG
+ * instance with its durable marker; visibility: the cards the Pod already holds), and reserve.
+ * Then, outside the lock, the allocation annotation is recorded on the Pod through the caller's
+ * record function; a failed record is retried by tsr_dm_agent_sync. Every change that can move a
+ * device list calls the subscribers (outside the lock), which re-read the lists.
+ *
+ * Threads: every function is safe from any thread; callbacks (pods, kubelet view, record,
+ * subscribers, log) are called without the agent's lock held, except pods and kubelet_view, which
+ * Allocate calls under it (they must not call back into the agent).
+ * Ownership: tsr_dm_agent_new copies caps; opts' functions and contexts are borrowed for the
+ * agent's life; the store and backend are borrowed too.
+ */
+#ifndef TSR_DEVICEMANAGER_AGENT_H
+#define TSR_DEVICEMANAGER_AGENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/diag.h"
+#include "core/capability.h"
+#include "core/ledger.h"
+#include "deviceplugin/allocate.h"
+#include "deviceplugin/devices.h"
+#include "deviceplugin/identify.h"
+#include "deviceplugin/node.h"
+#include "mig/marker_store.h"
+#include "mig/node.h"
+#include "mig/reclaim.h"
+
+struct tsr_dm_agent;
+
+/* gRPC status codes an answer carries (grpc/status.h has the full set). */
+enum tsr_dm_code {
+        TSR_DM_OK = 0,
+        TSR_DM_INVALID_ARGUMENT = 3,
+        TSR_DM_NOT_FOUND = 5,
+        TSR_DM_FAILED_PRECONDITION = 9,
+        TSR_DM_INTERNAL = 13,
+        TSR_DM_UNAVAILABLE = 14,
+};
+
+struct tsr_dm_agent_opts {
+        struct tsr_mig_gpus gpus;    /* the GPU backend */
+        struct tsr_mig_store *store; /* MIG ownership markers */
+        bool sliced_gate;            /* GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE */
+        bool identify_by_kubelet;    /* GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET */
+        bool release_terminated;     /* GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS */
+        /* The Pods bound to the node: a new JSON array reference, or NULL when unknown. */
+        json_t *(*pods)(void *ctx);
+        /*
+         * pod-resources List, flattened into *kv (the agent frees it with kubelet_view_free).
+         * Returns 0, or non-zero when the kubelet could not answer (Allocate falls back).
+         */
+        int (*kubelet_view)(void *ctx, struct tsr_dp_kubelet_view **kv);
+        void (*kubelet_view_free)(void *ctx, struct tsr_dp_kubelet_view *kv);
+        /* Writes the allocation annotation value json on the Pod ns/name (uid checked). */
+        int (*record)(void *ctx, const char *ns, const char *name, const char *uid,
+                      const char *json, struct tsr_diag *diag);
+        void (*log)(void *ctx, const char *level, const char *msg);
+        void *ctx;
+};
+
+/* What one container's Allocate answers. */
+struct tsr_dm_answer {
+        enum tsr_dm_code code;
+        char message[512];                /* the status message when code is not OK */
+        char visible[TSR_DP_VISIBLE_MAX]; /* NVIDIA_VISIBLE_DEVICES; "void" for none */
+        char pod[320];                    /* ns/name of the container's Pod */
+        char container[64];
+};
+
+/*
+ * Creates an agent over caps[0..n) (one product, caps[i].index == i). Returns 0 and *out, or
+ * TSR_EINVAL (bad caps) / TSR_ENOMEM with diag.
+ */
+int tsr_dm_agent_new(const struct tsr_accel_cap *caps, size_t n,
+                     const struct tsr_dm_agent_opts *opts, struct tsr_dm_agent **out,
+                     struct tsr_diag *diag);
+
+void tsr_dm_agent_free(struct tsr_dm_agent *a);
+
+/* The node view the plugins serve (valid for the agent's life). */
+const struct tsr_dp_node *tsr_dm_agent_node(const struct tsr_dm_agent *a);
+
+/* Adds a subscriber called after any change that can move a device list. 0 or TSR_ENOMEM. */
+int tsr_dm_agent_subscribe(struct tsr_dm_agent *a, void (*fn)(void *ctx), void *ctx);
+
+/* Calls the subscribers: the Pods changed (the caller's pod source says so). */
+void tsr_dm_agent_changed(struct tsr_dm_agent *a);
+
+/*
+ * The current ledger into ledger[0..n) (n = the node's accelerators). Returns 0, or an error of
+ * tsr_ledger_build with diag (an annotation that cannot be charged).
+ */
+int tsr_dm_agent_ledger(struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger,
+                        struct tsr_diag *diag);
+
+/* Family f's device list now (tsr_dp_devices on the current ledger). */
+int tsr_dm_agent_devices(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_dp_device **out,
+                         size_t *n);
+
+/* GetPreferredAllocation for one container request (tsr_dp_preferred on the current ledger). */
+int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char *const *available,
+                           size_t n_avail, const char *const *must, size_t n_must, unsigned size,
+                           const char **out, size_t *n_out);
+
+/* Allocate for one container request of family f (see the file comment). Never fails: *out
+ * carries the status. */
+void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char *const *ids,
+                           size_t n_ids, struct tsr_dm_answer *out);
+
+/*
+ * One MIG reclaim pass of r (mig/reclaim.h) under the node lock, with the Pods bound to the node
+ * as the live set and their annotations plus the reservations as the claims. Returns the pass's
+ * result, or TSR_ESTALE without a pass when the Pods are unknown (the pod source returned NULL):
+ * nothing is destroyed on a guess.
+ */
+int tsr_dm_agent_reclaim(struct tsr_dm_agent *a, struct tsr_mig_reclaimer *r,
+                         struct tsr_mig_pass_stats *stats, struct tsr_diag *diag);
+
+/*
+ * Drops settled reservations and records the ones whose annotation write failed. Returns how
+ * many reservations remain unrecorded.
+ */
+size_t tsr_dm_agent_sync(struct tsr_dm_agent *a);
+
+#endif

@@ -1,0 +1,316 @@
+/*
+ * daemon.c - wiring the device manager: detection, agent, plugins, kubelet link, reconcile.
+ */
+#include "devicemanager/daemon.h"
+
+#include "base/err.h"
+#include "base/log.h"
+#include "codec/alloc_annotation.h"
+#include "devicemanager/agent.h"
+#include "devicemanager/kubelet_link.h"
+#include "devicemanager/plugin.h"
+#include "devicemanager/podres.h"
+#include "mig/reclaim.h"
+#include "nvml/detect.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CAPS_MAX 64
+
+struct tsr_dm_daemon {
+        struct tsr_dm_daemon_config cfg;
+        char node[254], plugin_dir[4096], podres[4096], pods_dir[4096];
+        struct tsr_accel_cap caps[CAPS_MAX];
+        size_t n_caps;
+        struct tsr_mig_store *store;
+        struct tsr_mig_reclaimer *reclaimer;
+        struct tsr_dm_agent *agent;
+        struct tsr_dm_plugin *plugins[TSR_DP_FAMILIES];
+        size_t n_plugins;
+        struct tsr_dm_link *link;
+        pthread_t thread;
+        bool thread_started;
+        pthread_mutex_t mu;
+        pthread_cond_t cond;
+        bool stopping;
+        char pods_digest[64]; /* what the last poll saw: a digest of UIDs and resourceVersions */
+};
+
+static void log_line(void *ctx, const char *level, const char *msg)
+{
+        (void)ctx;
+        tsr_log(!strcmp(level, "error")  ? TSR_LOG_ERROR
+                : !strcmp(level, "warn") ? TSR_LOG_WARN
+                                         : TSR_LOG_INFO,
+                msg, NULL);
+}
+
+static void mig_log(void *arg, enum tsr_mig_log_level level, const char *msg)
+{
+        log_line(arg,
+                 level == TSR_MIG_LOG_ERROR  ? "error"
+                 : level == TSR_MIG_LOG_WARN ? "warn"
+                                             : "info",
+                 msg);
+}
+
+static void detect_note(void *arg, unsigned gpu, const char *msg)
+{
+        char g[16];
+
+        (void)arg;
+        snprintf(g, sizeof(g), "%u", gpu);
+        tsr_log(TSR_LOG_WARN, msg, "gpu", g, NULL);
+}
+
+/* ---- the API server ------------------------------------------------------------------------- */
+
+/* The Pods bound to the node, fresh from the API server (a new array), or NULL on failure. */
+static json_t *pods_now(void *ctx)
+{
+        struct tsr_dm_daemon *d = ctx;
+        char selector[300];
+        struct tsr_kube_list_opts lo = {0};
+        json_t *list = NULL, *items;
+        struct tsr_diag diag;
+
+        snprintf(selector, sizeof(selector), "spec.nodeName=%s", d->node);
+        lo.field_selector = selector;
+        lo.limit = 500;
+        tsr_diag_clear(&diag);
+        if (tsr_kube_client_list_all(d->cfg.client, "/api/v1/pods", &lo, &list, NULL, &diag)) {
+                tsr_log(TSR_LOG_WARN, "listing the node's Pods failed", "error", diag.msg, NULL);
+                return NULL;
+        }
+        items = json_incref(json_object_get(list, "items"));
+        json_decref(list);
+        return json_is_array(items) ? items : (json_decref(items), NULL);
+}
+
+static int record(void *ctx, const char *ns, const char *name, const char *uid, const char *json,
+                  struct tsr_diag *diag)
+{
+        struct tsr_dm_daemon *d = ctx;
+        char path[700];
+        json_t *body = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "uid", uid, "annotations",
+                                 TSR_ALLOC_ANNOTATION, json);
+        int rc;
+
+        if (!body)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+        rc = tsr_kube_client_patch(d->cfg.client, path, TSR_KUBE_PATCH_MERGE, body, NULL, NULL,
+                                   NULL, diag);
+        json_decref(body);
+        return rc;
+}
+
+static int kubelet_view(void *ctx, struct tsr_dp_kubelet_view **kv)
+{
+        struct tsr_dm_daemon *d = ctx;
+        struct tsr_diag diag;
+        int rc;
+
+        tsr_diag_clear(&diag);
+        rc = tsr_dm_podres_list(d->podres, kv, &diag);
+        if (rc)
+                tsr_log(TSR_LOG_WARN, "pod-resources unavailable; identifying by pending Pods",
+                        "error", diag.msg, NULL);
+        return rc;
+}
+
+static void kubelet_view_free(void *ctx, struct tsr_dp_kubelet_view *kv)
+{
+        (void)ctx;
+        tsr_dm_podres_free(kv);
+}
+
+/* ---- reconcile ------------------------------------------------------------------------------ */
+
+/* A digest of the Pods' UIDs and resourceVersions: FNV-1a over them, in list order. */
+static void digest(json_t *pods, char *out, size_t len)
+{
+        unsigned long long h = 1469598103934665603ull;
+        size_t i;
+        json_t *p;
+
+        json_array_foreach(pods, i, p)
+        {
+                json_t *md = json_object_get(p, "metadata");
+                const char *parts[2] = {json_string_value(json_object_get(md, "uid")),
+                                        json_string_value(json_object_get(md, "resourceVersion"))};
+
+                for (int k = 0; k < 2; k++)
+                        for (const char *c = parts[k] ? parts[k] : "";; c++) {
+                                h = (h ^ (unsigned char)*c) * 1099511628211ull;
+                                if (!*c)
+                                        break;
+                        }
+        }
+        snprintf(out, len, "%zu-%016llx", json_array_size(pods), h);
+}
+
+static void reclaim(struct tsr_dm_daemon *d)
+{
+        struct tsr_mig_pass_stats st = {0};
+        struct tsr_diag diag;
+
+        tsr_diag_clear(&diag);
+        if (tsr_dm_agent_reclaim(d->agent, d->reclaimer, &st, &diag) && diag.msg[0])
+                tsr_log(TSR_LOG_WARN, "reclaim pass held", "error", diag.msg, NULL);
+}
+
+static void *reconcile_main(void *arg)
+{
+        struct tsr_dm_daemon *d = arg;
+        struct timespec last_reclaim;
+
+        clock_gettime(CLOCK_MONOTONIC, &last_reclaim);
+        pthread_mutex_lock(&d->mu);
+        while (!d->stopping) {
+                struct timespec now, until;
+                json_t *pods;
+                char dg[64];
+                bool changed;
+
+                pthread_mutex_unlock(&d->mu);
+                pods = pods_now(d);
+                if (pods) {
+                        digest(pods, dg, sizeof(dg));
+                        changed = strcmp(dg, d->pods_digest) != 0;
+                        snprintf(d->pods_digest, sizeof(d->pods_digest), "%s", dg);
+                        json_decref(pods);
+                        if (changed)
+                                tsr_dm_agent_changed(d->agent);
+                        tsr_dm_agent_sync(d->agent);
+                        clock_gettime(CLOCK_MONOTONIC, &now);
+                        if (changed || (now.tv_sec - last_reclaim.tv_sec) * 1000 +
+                                               (now.tv_nsec - last_reclaim.tv_nsec) / 1000000 >=
+                                           (long)d->cfg.reclaim_ms) {
+                                reclaim(d);
+                                last_reclaim = now;
+                        }
+                }
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += d->cfg.poll_ms / 1000;
+                until.tv_nsec += (long)(d->cfg.poll_ms % 1000) * 1000000L;
+                if (until.tv_nsec >= 1000000000L) {
+                        until.tv_sec++;
+                        until.tv_nsec -= 1000000000L;
+                }
+                pthread_mutex_lock(&d->mu);
+                while (!d->stopping &&
+                       pthread_cond_timedwait(&d->cond, &d->mu, &until) != ETIMEDOUT)
+                        ;
+        }
+        pthread_mutex_unlock(&d->mu);
+        return NULL;
+}
+
+/* ---- start and stop ------------------------------------------------------------------------- */
+
+static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
+{
+        struct tsr_dm_agent_opts ao = {0};
+        struct tsr_dm_link_opts lo = {d->plugin_dir, "tessera", log_line, d};
+        struct tsr_mig_recovery rec;
+        int rc;
+
+        rc = tsr_nvml_detect(d->cfg.gpus.ops, d->cfg.gpus.be, d->caps, CAPS_MAX, &d->n_caps,
+                             detect_note, d, diag);
+        if (rc)
+                return rc;
+        if (d->n_caps == 0)
+                return tsr_diag_set(diag, TSR_ENOTFOUND, "no GPU the catalog knows was detected");
+        rc = tsr_mig_store_files_new(d->pods_dir, &d->store);
+        if (!rc)
+                rc = tsr_mig_reclaimer_new(&d->cfg.gpus, d->store, mig_log, d, &d->reclaimer);
+        if (rc)
+                return tsr_diag_set(diag, rc, "device manager: out of memory");
+        if (tsr_mig_reclaim_recover(d->reclaimer, &rec, diag))
+                tsr_log(TSR_LOG_WARN, "MIG recovery could not read the markers", "error", diag->msg,
+                        NULL);
+        tsr_diag_clear(diag);
+        ao.gpus = d->cfg.gpus;
+        ao.store = d->store;
+        ao.sliced_gate = d->cfg.sliced_gate;
+        ao.identify_by_kubelet = d->cfg.identify_by_kubelet && d->podres[0];
+        ao.release_terminated = d->cfg.release_terminated;
+        ao.pods = pods_now;
+        ao.kubelet_view = kubelet_view;
+        ao.kubelet_view_free = kubelet_view_free;
+        ao.record = record;
+        ao.log = log_line;
+        ao.ctx = d;
+        rc = tsr_dm_agent_new(d->caps, d->n_caps, &ao, &d->agent, diag);
+        for (size_t i = 0; !rc && i < TSR_DP_FAMILIES; i++) {
+                rc = tsr_dm_plugin_new(d->agent, tsr_dp_families[i], &d->plugins[d->n_plugins]);
+                if (rc == TSR_EINVAL) /* a family the manufacturer does not serve */
+                        rc = 0;
+                else if (!rc)
+                        d->n_plugins++;
+        }
+        if (rc)
+                return tsr_diag_set(diag, rc, "device manager: cannot create the plugins");
+        rc = tsr_dm_link_start(d->plugins, d->n_plugins, &lo, &d->link, diag);
+        if (rc)
+                return rc;
+        if (pthread_create(&d->thread, NULL, reconcile_main, d))
+                return tsr_diag_set(diag, TSR_EIO, "device manager: cannot start a thread");
+        d->thread_started = true;
+        return 0;
+}
+
+int tsr_dm_daemon_start(const struct tsr_dm_daemon_config *cfg, struct tsr_dm_daemon **out,
+                        struct tsr_diag *diag)
+{
+        struct tsr_dm_daemon *d = calloc(1, sizeof(*d));
+        int rc;
+
+        if (!d)
+                return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
+        d->cfg = *cfg;
+        if (!d->cfg.poll_ms)
+                d->cfg.poll_ms = 2000;
+        if (!d->cfg.reclaim_ms)
+                d->cfg.reclaim_ms = 60000;
+        snprintf(d->node, sizeof(d->node), "%s", cfg->node_name);
+        snprintf(d->plugin_dir, sizeof(d->plugin_dir), "%s", cfg->plugin_dir);
+        snprintf(d->podres, sizeof(d->podres), "%s", cfg->podres_socket ? cfg->podres_socket : "");
+        snprintf(d->pods_dir, sizeof(d->pods_dir), "%s", cfg->pods_dir);
+        pthread_mutex_init(&d->mu, NULL);
+        pthread_cond_init(&d->cond, NULL);
+        rc = start_parts(d, diag);
+        if (rc) {
+                tsr_dm_daemon_stop(d);
+                return rc;
+        }
+        *out = d;
+        return 0;
+}
+
+void tsr_dm_daemon_stop(struct tsr_dm_daemon *d)
+{
+        if (!d)
+                return;
+        pthread_mutex_lock(&d->mu);
+        d->stopping = true;
+        pthread_cond_broadcast(&d->cond);
+        pthread_mutex_unlock(&d->mu);
+        if (d->thread_started)
+                pthread_join(d->thread, NULL);
+        tsr_dm_link_stop(d->link);
+        for (size_t i = 0; i < d->n_plugins; i++)
+                tsr_dm_plugin_free(d->plugins[i]);
+        tsr_dm_agent_free(d->agent);
+        tsr_mig_reclaimer_free(d->reclaimer);
+        tsr_mig_store_free(d->store);
+        pthread_cond_destroy(&d->cond);
+        pthread_mutex_destroy(&d->mu);
+        free(d);
+}

@@ -1,0 +1,49 @@
+/*
+ * daemon.h - `tessera device-manager` as a library: one node's accelerators served to the
+ * kubelet and kept true in the API server.
+ *
+ * Start: detect the GPUs once (re-detection is a restart: a MIG mode change applies then), run
+ * MIG recovery (it only logs), build the agent over the detected capability, one plugin per
+ * family, and the kubelet link. Then a reconcile thread, every poll interval: lists the Pods
+ * bound to the node (the API server's fieldSelector spec.nodeName); when they changed, tells the
+ * agent (ListAndWatch updates follow) and runs a reclaim pass; retries unrecorded allocation
+ * annotations; and runs a reclaim pass at least every reclaim interval (the upstream resync, 60 s).
+ * Allocate reads the Pods fresh from the API server every time (one uncached list), so a Pod the
+ * scheduler has just bound is never missed.
+ *
+ * Ownership: the daemon borrows the API client and the GPU backend until stop returns.
+ * Thread-safe start/stop from one thread.
+ */
+#ifndef TSR_DEVICEMANAGER_DAEMON_H
+#define TSR_DEVICEMANAGER_DAEMON_H
+
+#include <stdbool.h>
+
+#include "base/diag.h"
+#include "kube/client.h"
+#include "mig/node.h"
+
+struct tsr_dm_daemon;
+
+struct tsr_dm_daemon_config {
+        const char *node_name;
+        const char *plugin_dir;    /* /var/lib/kubelet/device-plugins */
+        const char *podres_socket; /* /var/lib/kubelet/pod-resources/kubelet.sock; NULL: off */
+        const char *pods_dir;      /* /var/lib/kubelet/pods: MIG ownership markers */
+        struct tsr_kube_client *client;
+        struct tsr_mig_gpus gpus;
+        bool identify_by_kubelet; /* GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET */
+        bool sliced_gate;         /* GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE */
+        bool release_terminated;  /* GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS */
+        unsigned poll_ms;         /* Pods poll: 2000 */
+        unsigned reclaim_ms;      /* reclaim resync: 60000 */
+};
+
+/* Starts the daemon. Returns 0 and *out, or an error with diag (nothing left running). */
+int tsr_dm_daemon_start(const struct tsr_dm_daemon_config *cfg, struct tsr_dm_daemon **out,
+                        struct tsr_diag *diag);
+
+/* Stops everything (servers, sockets, threads) and frees the daemon. NULL is a no-op. */
+void tsr_dm_daemon_stop(struct tsr_dm_daemon *d);
+
+#endif

@@ -1,0 +1,316 @@
+/*
+ * kubelet_link.c - serving and registering the plugins; re-registering after a kubelet restart.
+ */
+#include "devicemanager/kubelet_link.h"
+
+#include "base/err.h"
+#include "deviceplugin/v1beta1/api.pb-c.h"
+#include "grpc/unix_client.h"
+#include "grpc/unix_server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KUBELET_SOCKET     "kubelet.sock"
+#define REGISTER_TIMEOUT   10000 /* ms: the kubelet's own dial-back waits 10 s */
+#define BACKOFF_INITIAL_MS 500
+#define BACKOFF_MAX_MS     10000
+#define CHECK_MS           1000
+
+struct endpoint {
+        struct tsr_dm_plugin *plugin;
+        char name[256];  /* socket file name, relative */
+        char path[4400]; /* absolute */
+        struct tsr_grpc_unix_server *server;
+        bool registered;
+};
+
+struct tsr_dm_link {
+        struct tsr_dm_link_opts opts;
+        char dir[4096];
+        struct endpoint *ep;
+        size_t n;
+        int inotify_fd, stop_pipe[2];
+        pthread_t thread;
+        pthread_mutex_t mu; /* guards stats */
+        struct tsr_dm_link_stats stats;
+};
+
+static void logf_(struct tsr_dm_link *l, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void logf_(struct tsr_dm_link *l, const char *level, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+
+        if (!l->opts.log)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        l->opts.log(l->opts.log_ctx, level, msg);
+}
+
+static int serve(struct endpoint *e, struct tsr_diag *diag)
+{
+        return tsr_grpc_unix_server_start(e->path, tsr_dm_plugin_table(e->plugin), e->plugin,
+                                          &e->server, diag);
+}
+
+static void unserve(struct endpoint *e)
+{
+        tsr_dm_plugin_end_streams(e->plugin);
+        tsr_grpc_unix_server_stop(e->server);
+        e->server = NULL;
+        e->registered = false;
+}
+
+/* One Register call for e; true on success. */
+static bool register_one(struct tsr_dm_link *l, struct endpoint *e)
+{
+        char kubelet[4200], version[] = "v1beta1";
+        char resource[TSR_KEY_MAX];
+        V1beta1__RegisterRequest req;
+        V1beta1__DevicePluginOptions o;
+        struct tsr_grpc_status st = {0};
+        struct tsr_buf out;
+        size_t len;
+        uint8_t *bytes;
+
+        snprintf(kubelet, sizeof(kubelet), "%s/%s", l->dir, KUBELET_SOCKET);
+        snprintf(resource, sizeof(resource), "%s", tsr_dm_plugin_resource(e->plugin));
+        v1beta1__device_plugin_options__init(&o);
+        o.get_preferred_allocation_available = 1;
+        v1beta1__register_request__init(&req);
+        req.version = version;
+        req.endpoint = e->name;
+        req.resource_name = resource;
+        req.options = &o;
+        len = v1beta1__register_request__get_packed_size(&req);
+        bytes = malloc(len ? len : 1);
+        if (!bytes)
+                return false;
+        v1beta1__register_request__pack(&req, bytes);
+        tsr_buf_init(&out);
+        if (tsr_grpc_unix_call(kubelet, "/v1beta1.Registration/Register", bytes, len,
+                               REGISTER_TIMEOUT, &out, &st) ||
+            st.code != 0) {
+                pthread_mutex_lock(&l->mu);
+                l->stats.failures++;
+                pthread_mutex_unlock(&l->mu);
+                logf_(l, "warn", "Register %s at %s failed: %s: %s", resource, kubelet,
+                      tsr_grpc_code_name(st.code), st.msg);
+                free(bytes);
+                tsr_buf_release(&out);
+                return false;
+        }
+        free(bytes);
+        tsr_buf_release(&out);
+        pthread_mutex_lock(&l->mu);
+        l->stats.registrations++;
+        pthread_mutex_unlock(&l->mu);
+        logf_(l, "info", "registered %s on %s", resource, e->name);
+        return true;
+}
+
+static bool exists(const char *path)
+{
+        struct stat sb;
+
+        return stat(path, &sb) == 0;
+}
+
+/* True when the kubelet restarted: one of our sockets is gone. */
+static bool sockets_gone(const struct tsr_dm_link *l)
+{
+        for (size_t i = 0; i < l->n; i++)
+                if (l->ep[i].server && !exists(l->ep[i].path))
+                        return true;
+        return false;
+}
+
+static void restart_servers(struct tsr_dm_link *l)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                struct tsr_diag d;
+
+                unserve(&l->ep[i]);
+                tsr_diag_clear(&d);
+                if (serve(&l->ep[i], &d))
+                        logf_(l, "error", "serving %s again failed: %s", l->ep[i].path, d.msg);
+        }
+        pthread_mutex_lock(&l->mu);
+        l->stats.restarts++;
+        l->stats.registered = false;
+        pthread_mutex_unlock(&l->mu);
+}
+
+/* Drains inotify; true when kubelet.sock appeared or one of our sockets was deleted. */
+static bool kubelet_event(struct tsr_dm_link *l)
+{
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        bool hit = false;
+        ssize_t got;
+
+        while ((got = read(l->inotify_fd, buf, sizeof(buf))) > 0) {
+                for (char *p = buf; p < buf + got;) {
+                        const struct inotify_event *ev = (const struct inotify_event *)p;
+
+                        if (ev->len && (ev->mask & IN_CREATE) && !strcmp(ev->name, KUBELET_SOCKET))
+                                hit = true;
+                        for (size_t i = 0; ev->len && (ev->mask & IN_DELETE) && i < l->n; i++)
+                                hit |= !strcmp(ev->name, l->ep[i].name);
+                        p += sizeof(*ev) + ev->len;
+                }
+        }
+        return hit;
+}
+
+static void *link_main(void *arg)
+{
+        struct tsr_dm_link *l = arg;
+        unsigned backoff = 0;
+        struct timespec next = {0};
+
+        for (;;) {
+                struct pollfd p[2] = {{l->stop_pipe[0], POLLIN, 0}, {l->inotify_fd, POLLIN, 0}};
+                struct timespec now;
+                bool all = true, restart;
+                int wait_ms = CHECK_MS;
+
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (now.tv_sec > next.tv_sec ||
+                    (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
+                        for (size_t i = 0; i < l->n; i++)
+                                if (!l->ep[i].registered && l->ep[i].server)
+                                        l->ep[i].registered = register_one(l, &l->ep[i]);
+                        for (size_t i = 0; i < l->n; i++)
+                                all &= l->ep[i].registered;
+                        backoff = all       ? 0
+                                  : backoff ? (backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                                                                            : backoff * 2)
+                                            : BACKOFF_INITIAL_MS;
+                        next = now;
+                        next.tv_sec += backoff / 1000;
+                        next.tv_nsec += (long)(backoff % 1000) * 1000000L;
+                        if (next.tv_nsec >= 1000000000L) {
+                                next.tv_sec++;
+                                next.tv_nsec -= 1000000000L;
+                        }
+                        pthread_mutex_lock(&l->mu);
+                        l->stats.registered = all;
+                        pthread_mutex_unlock(&l->mu);
+                        if (backoff && backoff < (unsigned)wait_ms)
+                                wait_ms = (int)backoff;
+                }
+                if (poll(p, 2, wait_ms) < 0 && errno != EINTR)
+                        break;
+                if (p[0].revents)
+                        break;
+                restart = (p[1].revents && kubelet_event(l)) || sockets_gone(l);
+                if (!restart)
+                        continue;
+                logf_(l, "info", "the kubelet restarted: serving and registering again");
+                restart_servers(l);
+                next = (struct timespec){0};
+                backoff = 0;
+        }
+        return NULL;
+}
+
+int tsr_dm_link_start(struct tsr_dm_plugin *const *plugins, size_t n,
+                      const struct tsr_dm_link_opts *opts, struct tsr_dm_link **out,
+                      struct tsr_diag *diag)
+{
+        struct tsr_dm_link *l = calloc(1, sizeof(*l));
+        int rc = 0;
+
+        if (!l || !(l->ep = calloc(n ? n : 1, sizeof(*l->ep)))) {
+                free(l);
+                return tsr_diag_set(diag, TSR_ENOMEM, "kubelet link: out of memory");
+        }
+        l->opts = *opts;
+        l->n = n;
+        l->inotify_fd = -1;
+        l->stop_pipe[0] = l->stop_pipe[1] = -1;
+        snprintf(l->dir, sizeof(l->dir), "%s", opts->plugin_dir);
+        pthread_mutex_init(&l->mu, NULL);
+        for (size_t i = 0; i < n && !rc; i++) {
+                struct endpoint *e = &l->ep[i];
+                char *c;
+
+                e->plugin = plugins[i];
+                snprintf(e->name, sizeof(e->name), "%s-%s.sock", opts->prefix,
+                         tsr_dm_plugin_resource(plugins[i]));
+                for (c = e->name; *c; c++)
+                        if (*c == '/')
+                                *c = '_';
+                if ((size_t)snprintf(e->path, sizeof(e->path), "%s/%s", l->dir, e->name) >=
+                    sizeof(e->path))
+                        rc = tsr_diag_set(diag, TSR_EINVAL, "kubelet link: %s is too long", l->dir);
+                else
+                        rc = serve(e, diag);
+        }
+        if (!rc) {
+                l->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+                if (l->inotify_fd < 0 ||
+                    inotify_add_watch(l->inotify_fd, l->dir, IN_CREATE | IN_DELETE) < 0 ||
+                    pipe(l->stop_pipe))
+                        rc = tsr_diag_set(diag, TSR_EIO, "kubelet link: cannot watch %s: %s",
+                                          l->dir, strerror(errno));
+        }
+        if (!rc && pthread_create(&l->thread, NULL, link_main, l))
+                rc = tsr_diag_set(diag, TSR_EIO, "kubelet link: cannot start its thread");
+        if (rc) {
+                for (size_t i = 0; i < n; i++)
+                        if (l->ep[i].server)
+                                unserve(&l->ep[i]);
+                if (l->inotify_fd >= 0)
+                        close(l->inotify_fd);
+                if (l->stop_pipe[0] >= 0) {
+                        close(l->stop_pipe[0]);
+                        close(l->stop_pipe[1]);
+                }
+                pthread_mutex_destroy(&l->mu);
+                free(l->ep);
+                free(l);
+                return rc;
+        }
+        *out = l;
+        return 0;
+}
+
+void tsr_dm_link_stop(struct tsr_dm_link *l)
+{
+        if (!l)
+                return;
+        if (write(l->stop_pipe[1], "x", 1) < 0)
+                logf_(l, "warn", "kubelet link: cannot wake its thread: %s", strerror(errno));
+        pthread_join(l->thread, NULL);
+        for (size_t i = 0; i < l->n; i++)
+                if (l->ep[i].server)
+                        unserve(&l->ep[i]);
+        close(l->inotify_fd);
+        close(l->stop_pipe[0]);
+        close(l->stop_pipe[1]);
+        pthread_mutex_destroy(&l->mu);
+        free(l->ep);
+        free(l);
+}
+
+void tsr_dm_link_stats(struct tsr_dm_link *l, struct tsr_dm_link_stats *out)
+{
+        pthread_mutex_lock(&l->mu);
+        *out = l->stats;
+        pthread_mutex_unlock(&l->mu);
+}

@@ -1,0 +1,49 @@
+/*
+ * plugin.h - one family's device plugin as a gRPC service (kubelet device-plugin API v1beta1,
+ * spec/kubernetes-contracts.md §2): GetDevicePluginOptions, ListAndWatch, GetPreferredAllocation,
+ * Allocate and PreStartContainer over the node's agent.
+ *
+ * ListAndWatch sends the family's full device list at once, then again whenever the agent reports
+ * a change that moved it (health or pool size); an unchanged list is not resent. Allocate answers
+ * every container request of the call or fails the whole call with the first refusal's status
+ * (FailedPrecondition for a refusal, InvalidArgument for a token that is not this node's);
+ * a granted container gets NVIDIA_VISIBLE_DEVICES (the cards, or only the MIG device of a
+ * partition). Options: preferred allocation available, no pre-start hook (PreStartContainer still
+ * answers, empty).
+ *
+ * Threads: the service table's handlers run on the transport's connection threads; the agent's
+ * change notifications arrive on any thread; the plugin's stream list has its own mutex.
+ * Ownership: tsr_dm_plugin_new subscribes to the agent (borrowed; it must outlive the plugin and
+ * stop notifying before tsr_dm_plugin_free: free the plugin after the agent stops changing).
+ */
+#ifndef TSR_DEVICEMANAGER_PLUGIN_H
+#define TSR_DEVICEMANAGER_PLUGIN_H
+
+#include "core/keys.h"
+#include "devicemanager/agent.h"
+#include "grpc/server.h"
+
+struct tsr_dm_plugin;
+
+/* Creates family f's plugin over agent. Returns 0 and *out, TSR_EINVAL (a family the node's
+ * manufacturer does not serve) or TSR_ENOMEM. */
+int tsr_dm_plugin_new(struct tsr_dm_agent *agent, enum tsr_family f, struct tsr_dm_plugin **out);
+
+void tsr_dm_plugin_free(struct tsr_dm_plugin *p);
+
+/* The gRPC service table; its handlers' user pointer is the plugin. */
+const struct tsr_grpc_service_table *tsr_dm_plugin_table(const struct tsr_dm_plugin *p);
+
+/* The extended resource the plugin registers ("nvidia.com/gpu.shared"). */
+const char *tsr_dm_plugin_resource(const struct tsr_dm_plugin *p);
+
+/* The family it serves. */
+enum tsr_family tsr_dm_plugin_family(const struct tsr_dm_plugin *p);
+
+/* Re-reads the device list and pushes it to every open ListAndWatch stream that has not seen it. */
+void tsr_dm_plugin_refresh(struct tsr_dm_plugin *p);
+
+/* Ends every open ListAndWatch stream with status OK (shutdown, re-registration). */
+void tsr_dm_plugin_end_streams(struct tsr_dm_plugin *p);
+
+#endif
