@@ -8,6 +8,8 @@
  */
 #include "cli/webhook_cmd.h"
 
+#include "cli/options.h"
+
 #include "base/diag.h"
 #include "base/err.h"
 #include "core/settings.h"
@@ -16,7 +18,7 @@
 #include "kube/config.h"
 #include "kube/kubeconfig.h"
 #include "webhook/cache_lookup.h"
-#include "webhook/log.h"
+#include "base/log.h"
 #include "webhook/routes.h"
 #include "webhook/server.h"
 
@@ -71,100 +73,6 @@ static void usage(FILE *f)
             "  --log-level LEVEL       debug, info, warn or error (default info)\n"
             "  --list-routes           print the webhook paths and names, then exit\n",
             f);
-}
-
-/* Parses an unsigned number within [min, max]; returns 0 or -1. */
-static int parse_number(const char *text, long long min, long long max, long long *out)
-{
-        char *end;
-        long long v;
-
-        errno = 0;
-        v = strtoll(text, &end, 10);
-        if (errno || end == text || *end || v < min || v > max)
-                return -1;
-        *out = v;
-        return 0;
-}
-
-/* Parses a duration "250ms", "2s", "1m" or a bare number of seconds into milliseconds. */
-static int parse_duration(const char *text, unsigned *ms)
-{
-        char *end;
-        unsigned long long v;
-        unsigned long long scale = 1000;
-
-        errno = 0;
-        if (*text < '0' || *text > '9')
-                return -1;
-        v = strtoull(text, &end, 10);
-        if (errno)
-                return -1;
-        if (!strcmp(end, "ms"))
-                scale = 1;
-        else if (!strcmp(end, "m"))
-                scale = 60000;
-        else if (*end && strcmp(end, "s"))
-                return -1;
-        if (v > UINT_MAX / scale)
-                return -1;
-        *ms = (unsigned)(v * scale);
-        return 0;
-}
-
-static int parse_setting(struct options *o, const char *arg)
-{
-        const char *eq = strchr(arg, '=');
-        char name[128];
-        struct tsr_diag diag;
-        int s;
-
-        if (!eq || (size_t)(eq - arg) >= sizeof(name)) {
-                fprintf(stderr, "tessera webhook: --setting takes NAME=VALUE, got \"%s\"\n", arg);
-                return -1;
-        }
-        memcpy(name, arg, (size_t)(eq - arg));
-        name[eq - arg] = '\0';
-        s = tsr_setting_find(name);
-        if (s < 0) {
-                fprintf(stderr, "tessera webhook: unknown setting \"%s\"\n", name);
-                return -1;
-        }
-        if (tsr_setting_parse((enum tsr_setting)s, eq + 1, &o->settings.value[s], &diag)) {
-                fprintf(stderr, "tessera webhook: %s\n", diag.msg);
-                return -1;
-        }
-        return 0;
-}
-
-/* Seeds the Settings from their GPUSTACK_* variables. */
-static int settings_from_env(struct tsr_settings *settings)
-{
-        tsr_settings_defaults(settings);
-        for (int s = 0; s < TSR_N_SETTINGS; s++) {
-                const char *v = getenv(tsr_setting_env((enum tsr_setting)s));
-                struct tsr_diag diag;
-
-                if (v && *v &&
-                    tsr_setting_parse((enum tsr_setting)s, v, &settings->value[s], &diag)) {
-                        fprintf(stderr, "tessera webhook: %s: %s\n",
-                                tsr_setting_env((enum tsr_setting)s), diag.msg);
-                        return -1;
-                }
-        }
-        return 0;
-}
-
-static int parse_log_level(const char *text)
-{
-        static const char *const names[] = {"debug", "info", "warn", "error"};
-
-        for (int i = 0; i < 4; i++)
-                if (!strcmp(text, names[i])) {
-                        tsr_log_set_level((enum tsr_log_level)i);
-                        return 0;
-                }
-        return -1;
 }
 
 static unsigned default_threads(void)
@@ -229,7 +137,7 @@ static int apply_option(struct options *o, int opt, const char *arg)
                 o->server.key_file = arg;
                 return 0;
         case OPT_PORT:
-                if (parse_number(arg, 0, 65535, &v))
+                if (cli_parse_number(arg, 0, 65535, &v))
                         break;
                 o->server.port = (unsigned)v;
                 return 0;
@@ -237,22 +145,22 @@ static int apply_option(struct options *o, int opt, const char *arg)
                 o->server.bind = arg;
                 return 0;
         case OPT_PROBE:
-                if (parse_number(arg, -1, 65535, &v))
+                if (cli_parse_number(arg, -1, 65535, &v))
                         break;
                 o->server.probe_port = (int)v;
                 return 0;
         case OPT_THREADS:
-                if (parse_number(arg, 1, 256, &v))
+                if (cli_parse_number(arg, 1, 256, &v))
                         break;
                 o->server.threads = (unsigned)v;
                 return 0;
         case OPT_MAX_BODY:
-                if (parse_number(arg, 1, (long long)1 << 30, &v))
+                if (cli_parse_number(arg, 1, (long long)1 << 30, &v))
                         break;
                 o->server.max_body = (size_t)v;
                 return 0;
         case OPT_IDLE:
-                if (parse_duration(arg, &ms) || ms % 1000)
+                if (cli_parse_duration(arg, &ms) || ms % 1000)
                         break;
                 o->server.idle_timeout_s = ms / 1000;
                 return 0;
@@ -266,17 +174,17 @@ static int apply_option(struct options *o, int opt, const char *arg)
                 o->system_namespace = arg;
                 return 0;
         case OPT_SETTING:
-                return parse_setting(o, arg);
+                return cli_parse_setting("tessera webhook", &o->settings, arg);
         case OPT_DELAY:
-                if (parse_duration(arg, &o->shutdown_delay_ms))
+                if (cli_parse_duration(arg, &o->shutdown_delay_ms))
                         break;
                 return 0;
         case OPT_GRACE:
-                if (parse_duration(arg, &o->shutdown_grace_ms))
+                if (cli_parse_duration(arg, &o->shutdown_grace_ms))
                         break;
                 return 0;
         case OPT_LOG_LEVEL:
-                if (parse_log_level(arg))
+                if (cli_parse_log_level(arg))
                         break;
                 return 0;
         case OPT_LIST:
@@ -312,7 +220,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         o->shutdown_delay_ms = 2000;
         o->shutdown_grace_ms = 10000;
         o->system_namespace = ns && *ns ? ns : "gpustack-system";
-        if (settings_from_env(&o->settings))
+        if (cli_settings_from_env("tessera webhook", &o->settings))
                 return -1;
         optind = 0; /* glibc: a full reset */
         while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
@@ -337,23 +245,6 @@ static void list_routes(void)
         }
 }
 
-static int load_config(const struct options *o, struct tsr_kube_config *cfg, struct tsr_diag *diag)
-{
-        if (o->kubeconfig)
-                return tsr_kube_kubeconfig_load(cfg, o->kubeconfig, o->context, diag);
-        return tsr_kube_config_load(cfg, o->context, diag);
-}
-
-/* Blocks the signals that end the server; they are then taken with sigwait. */
-static void block_signals(sigset_t *set)
-{
-        sigemptyset(set);
-        sigaddset(set, SIGTERM);
-        sigaddset(set, SIGINT);
-        pthread_sigmask(SIG_BLOCK, set, NULL);
-        signal(SIGPIPE, SIG_IGN);
-}
-
 static int serve(struct options *o, struct tsr_kube_client *client)
 {
         struct tsr_cache_lookup source = {NULL, o->settings, o->system_namespace};
@@ -364,7 +255,7 @@ static int serve(struct options *o, struct tsr_kube_client *client)
         sigset_t set;
         int rc, sig = 0;
 
-        block_signals(&set);
+        cli_block_signals(&set);
         tsr_diag_clear(&diag);
         rc = tsr_kube_cache_new_opts(client, &cache_opts, &source.cache, &diag);
         if (rc) {
@@ -410,7 +301,7 @@ int cli_webhook(int argc, char **argv)
         }
         tsr_kube_config_init(&cfg);
         tsr_diag_clear(&diag);
-        rc = load_config(&o, &cfg, &diag);
+        rc = cli_load_kube_config(o.kubeconfig, o.context, &cfg, &diag);
         if (!rc)
                 rc = tsr_kube_client_new(&cfg, NULL, &client, &diag);
         tsr_kube_config_release(&cfg);

@@ -64,7 +64,7 @@ void tsr_settings_defaults(struct tsr_settings *out)
                 out->value[i] = catalog[i].value;
 }
 
-int tsr_setting_parse(enum tsr_setting s, const char *text, bool *out, struct tsr_diag *diag)
+bool tsr_parse_bool(const char *text, bool *out)
 {
         static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True"};
         static const char *const no[] = {"0", "f", "F", "FALSE", "false", "False"};
@@ -72,13 +72,20 @@ int tsr_setting_parse(enum tsr_setting s, const char *text, bool *out, struct ts
         for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
                 if (!strcmp(text, yes[i])) {
                         *out = true;
-                        return 0;
+                        return true;
                 }
                 if (!strcmp(text, no[i])) {
                         *out = false;
-                        return 0;
+                        return true;
                 }
         }
+        return false;
+}
+
+int tsr_setting_parse(enum tsr_setting s, const char *text, bool *out, struct tsr_diag *diag)
+{
+        if (tsr_parse_bool(text, out))
+                return 0;
         return tsr_diag_set(diag, TSR_EINVAL, "setting %s takes true or false, not \"%s\"",
                             catalog[s].name, text);
 }

@@ -47,6 +47,9 @@ int tsr_setting_find(const char *name);
 /* Fills *out with every default. */
 void tsr_settings_defaults(struct tsr_settings *out);
 
+/* Go's strconv.ParseBool: 1 t T TRUE true True / 0 f F FALSE false False; false otherwise. */
+bool tsr_parse_bool(const char *text, bool *out);
+
 /*
  * Parses text as a boolean into *out. Returns 0, or TSR_EINVAL with diag naming the Setting
  * (what) and the accepted spellings.

@@ -1,0 +1,122 @@
+/*
+ * options.c - option parsing shared by the long-running subcommands.
+ */
+#include "cli/options.h"
+
+#include "base/log.h"
+#include "kube/kubeconfig.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_parse_number(const char *text, long long min, long long max, long long *out)
+{
+        char *end;
+        long long v;
+
+        errno = 0;
+        v = strtoll(text, &end, 10);
+        if (errno || end == text || *end || v < min || v > max)
+                return -1;
+        *out = v;
+        return 0;
+}
+
+int cli_parse_duration(const char *text, unsigned *ms)
+{
+        char *end;
+        unsigned long long v;
+        unsigned long long scale = 1000;
+
+        errno = 0;
+        if (*text < '0' || *text > '9')
+                return -1;
+        v = strtoull(text, &end, 10);
+        if (errno)
+                return -1;
+        if (!strcmp(end, "ms"))
+                scale = 1;
+        else if (!strcmp(end, "m"))
+                scale = 60000;
+        else if (*end && strcmp(end, "s"))
+                return -1;
+        if (v > UINT_MAX / scale)
+                return -1;
+        *ms = (unsigned)(v * scale);
+        return 0;
+}
+
+int cli_parse_setting(const char *prog, struct tsr_settings *settings, const char *arg)
+{
+        const char *eq = strchr(arg, '=');
+        char name[128];
+        struct tsr_diag diag;
+        int s;
+
+        if (!eq || (size_t)(eq - arg) >= sizeof(name)) {
+                fprintf(stderr, "%s: --setting takes NAME=VALUE, got \"%s\"\n", prog, arg);
+                return -1;
+        }
+        memcpy(name, arg, (size_t)(eq - arg));
+        name[eq - arg] = '\0';
+        s = tsr_setting_find(name);
+        if (s < 0) {
+                fprintf(stderr, "%s: unknown setting \"%s\"\n", prog, name);
+                return -1;
+        }
+        if (tsr_setting_parse((enum tsr_setting)s, eq + 1, &settings->value[s], &diag)) {
+                fprintf(stderr, "%s: %s\n", prog, diag.msg);
+                return -1;
+        }
+        return 0;
+}
+
+int cli_settings_from_env(const char *prog, struct tsr_settings *settings)
+{
+        tsr_settings_defaults(settings);
+        for (int s = 0; s < TSR_N_SETTINGS; s++) {
+                const char *v = getenv(tsr_setting_env((enum tsr_setting)s));
+                struct tsr_diag diag;
+
+                if (v && *v &&
+                    tsr_setting_parse((enum tsr_setting)s, v, &settings->value[s], &diag)) {
+                        fprintf(stderr, "%s: %s: %s\n", prog, tsr_setting_env((enum tsr_setting)s),
+                                diag.msg);
+                        return -1;
+                }
+        }
+        return 0;
+}
+
+int cli_parse_log_level(const char *text)
+{
+        static const char *const names[] = {"debug", "info", "warn", "error"};
+
+        for (int i = 0; i < 4; i++)
+                if (!strcmp(text, names[i])) {
+                        tsr_log_set_level((enum tsr_log_level)i);
+                        return 0;
+                }
+        return -1;
+}
+
+int cli_load_kube_config(const char *kubeconfig, const char *context, struct tsr_kube_config *cfg,
+                         struct tsr_diag *diag)
+{
+        if (kubeconfig)
+                return tsr_kube_kubeconfig_load(cfg, kubeconfig, context, diag);
+        return tsr_kube_config_load(cfg, context, diag);
+}
+
+void cli_block_signals(sigset_t *set)
+{
+        sigemptyset(set);
+        sigaddset(set, SIGTERM);
+        sigaddset(set, SIGINT);
+        pthread_sigmask(SIG_BLOCK, set, NULL);
+        signal(SIGPIPE, SIG_IGN);
+}
