@@ -20,6 +20,27 @@ Starts the fake on loopback with certificates from gen_certs.sh, then checks, pr
   410 http         in "http" mode the watch request itself fails with ApiException 410
   dropped watch    /_test/drop cuts a live stream: the client sees it end (or break)
   401              a wrong token is ApiException 401
+and, through CoreV1Api and CustomObjectsApi, what the node agent (the device manager) uses:
+  discovery        /api/v1 lists pods, pods/status, nodes, nodes/status; the worker group lists
+                   devices and devices/status
+  pods             create defaults (uid, creationTimestamp, phase Pending); PodList items
+                   without kind; fieldSelector spec.nodeName=/!=, metadata.*, status.phase
+                   (AND of terms) on list_pod_for_all_namespaces and list_namespaced_pod; an
+                   unsupported field is 400 "field label not supported" on list and watch
+  pod watch        a fieldSelector watch sees a pod that comes to match as ADDED and one that
+                   stops matching as DELETED; an initial-state watch lists only matches
+  pod patches      patch_namespaced_pod (the client sends strategic-merge-patch+json for a
+                   dict) sets and nulls annotations, ignores status; containers merge by
+                   name; patch_namespaced_pod_status keeps only status, conditions merge by type
+                   and $patch: delete drops one
+  delete           delete_namespaced_pod(grace_period_seconds=0) removes at once; a failed
+                   uid precondition is 409
+  nodes            patch_node_status with a dict (strategic merge: extended resources added as
+                   strings, null and $patch delete/replace) and with a list (json-patch, ~1);
+                   merge-patch via call_api; patch_node ignores status; replace_node_status
+                   keeps only status; list_node fieldSelector
+  devices          CustomObjectsApi Devices: status dropped on create, status subresource
+                   get/patch/replace, main patch ignores status, strategic merge is 415
 Skips (TAP "1..0 # SKIP") when the kubernetes module or openssl is missing.
 """
 
@@ -49,6 +70,8 @@ if not shutil.which("openssl"):
     sys.exit(0)
 
 IT = ("worker.gpustack.ai", "v1alpha1", "instancetypes")
+DEV = ("worker.gpustack.ai", "v1alpha1", "devices")
+SMP = "application/strategic-merge-patch+json"
 LQ = ("kueue.x-k8s.io", "v1beta2", "localqueues")
 
 n_tests = 0
@@ -129,6 +152,7 @@ def main():
     fake = Fake(tmp)
     try:
         run(fake)
+        run_core(fake)
     finally:
         fake.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -313,6 +337,283 @@ def run(fake):
         ok(False, "a wrong token is 401")
     except ApiException as e:
         ok(e.status == 401, "a wrong token is ApiException 401")
+
+
+def raw_call(api_client, method, path, body=None, ctype=None):
+    """A request through the client's own transport with a Content-Type of our choosing (the
+    generated methods pick theirs)."""
+    headers = {"Accept": "application/json"}
+    if ctype:
+        headers["Content-Type"] = ctype
+    return api_client.call_api(path, method, header_params=headers, body=body,
+                               response_type="object", auth_settings=["BearerToken"],
+                               _return_http_data_only=True)
+
+
+def names(items):
+    return [(i.metadata.namespace, i.metadata.name) if i.metadata.namespace
+            else i.metadata.name for i in items]
+
+
+def expect_error(fn, code):
+    """(True, body) when fn raises ApiException with status code."""
+    try:
+        fn()
+        return False, None
+    except ApiException as e:
+        try:
+            body = json.loads(e.body)
+        except (TypeError, ValueError):
+            body = {}
+        return e.status == code, body
+
+
+def pod(name, node=None, labels=None, containers=None, status=None):
+    p = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
+         "spec": {"containers": containers or [{"name": "c", "image": "busybox"}]}}
+    if node:
+        p["spec"]["nodeName"] = node
+    if status:
+        p["status"] = status
+    return p
+
+
+def run_core(fake):
+    c = client.Configuration()
+    config.load_kube_config(config_file=write_kubeconfig(fake, "t1"), client_configuration=c)
+    ac = client.ApiClient(c)
+    core = client.CoreV1Api(ac)
+    cust = client.CustomObjectsApi(ac)
+
+    def last_patch_type():
+        return fake.control("stats")["last_patch_type"]
+
+    # discovery
+    rl = core.get_api_resources()
+    ok(rl.group_version == "v1" and sorted(r.name for r in rl.resources) ==
+       ["nodes", "nodes/status", "pods", "pods/status"] and
+       [r.namespaced for r in rl.resources if r.name == "pods"] == [True] and
+       [r.kind for r in rl.resources if r.name == "nodes"] == ["Node"],
+       "GET /api/v1 is an APIResourceList of pods, pods/status, nodes, nodes/status")
+    wg = raw_call(ac, "GET", "/apis/worker.gpustack.ai/v1alpha1")
+    wnames = [r["name"] for r in wg["resources"]]
+    ok(wg["kind"] == "APIResourceList" and "devices" in wnames and "devices/status" in wnames and
+       [r["kind"] for r in wg["resources"] if r["name"] == "devices"] == ["Devices"],
+       "the worker.gpustack.ai/v1alpha1 discovery lists devices and devices/status")
+
+    # pod creation defaults
+    p1 = core.create_namespaced_pod("team-a", pod("p1", "n1", containers=[
+        {"name": "c", "image": "busybox"}, {"name": "d", "image": "alpine"}]))
+    ok(p1.metadata.uid and len(p1.metadata.uid) == 36 and p1.metadata.uid[14] == "4" and
+       p1.metadata.creation_timestamp is not None and p1.status.phase == "Pending" and
+       p1.metadata.namespace == "team-a" and p1.metadata.resource_version,
+       "create_namespaced_pod fills in a uuid4 uid, creationTimestamp, status.phase Pending")
+    core.create_namespaced_pod("team-a", pod("p2", "n2"))
+    core.create_namespaced_pod("team-b", pod("p3", "n1"))
+    core.create_namespaced_pod("team-a", pod("p4"))
+    p5 = core.create_namespaced_pod("team-b", pod("p5", "n1", status={"phase": "Running"}))
+    ok(p5.status.phase == "Running", "a status sent on create keeps its phase (this fake's "
+       "documented shortcut)")
+    ok(expect_error(lambda: core.create_namespaced_pod("team-a", pod("p1")), 409)[0],
+       "a duplicate pod is 409")
+
+    # list and fieldSelector
+    resp = core.list_pod_for_all_namespaces(_preload_content=False)
+    rawlist = json.loads(resp.data)
+    ok(rawlist["kind"] == "PodList" and rawlist["apiVersion"] == "v1" and
+       len(rawlist["items"]) == 5 and all("kind" not in i and "apiVersion" not in i
+                                          for i in rawlist["items"]),
+       "list_pod_for_all_namespaces: PodList over namespaces, items without kind/apiVersion")
+    got = names(core.list_pod_for_all_namespaces(field_selector="spec.nodeName=n1").items)
+    ok(got == [("team-a", "p1"), ("team-b", "p3"), ("team-b", "p5")],
+       "fieldSelector spec.nodeName=n1 across namespaces (%s)" % got)
+    got = names(core.list_namespaced_pod("team-a", field_selector="spec.nodeName=").items)
+    got2 = names(core.list_namespaced_pod("team-a", field_selector="spec.nodeName!=").items)
+    ok(got == [("team-a", "p4")] and got2 == [("team-a", "p1"), ("team-a", "p2")],
+       "spec.nodeName= is the unscheduled pods, spec.nodeName!= the scheduled (%s, %s)"
+       % (got, got2))
+    got = names(core.list_pod_for_all_namespaces(
+        field_selector="spec.nodeName=n1,status.phase!=Running").items)
+    got2 = names(core.list_pod_for_all_namespaces(
+        field_selector="metadata.namespace=team-b,metadata.name=p3").items)
+    got3 = names(core.list_pod_for_all_namespaces(field_selector="status.phase==Running").items)
+    ok(got == [("team-a", "p1"), ("team-b", "p3")] and got2 == [("team-b", "p3")] and
+       got3 == [("team-b", "p5")],
+       "comma-separated terms AND; metadata.name/namespace, status.phase ==/!= (%s %s %s)"
+       % (got, got2, got3))
+    bad, body = expect_error(lambda: core.list_pod_for_all_namespaces(
+        field_selector="spec.foo=bar"), 400)
+    ok(bad and body.get("reason") == "BadRequest" and
+       body.get("message") == "field label not supported: spec.foo",
+       "an unsupported field label is 400 BadRequest 'field label not supported' (%s)"
+       % body.get("message"))
+    bad, body = expect_error(lambda: list(watch.Watch().stream(
+        core.list_namespaced_pod, "team-a", field_selector="status.hostIP=x",
+        timeout_seconds=2)), 400)
+    ok(bad and "field label not supported: status.hostIP" in body.get("message", ""),
+       "a watch with an unsupported field label is 400 too")
+
+    # watch with a field selector: transitions in and out
+    rv = core.list_pod_for_all_namespaces().metadata.resource_version
+    core.create_namespaced_pod("team-a", pod("p6", "n1"))
+    core.create_namespaced_pod("team-a", pod("p7", "n2"))
+    core.patch_namespaced_pod_status("p1", "team-a", {"status": {"phase": "Succeeded"}})
+    core.patch_namespaced_pod("p5", "team-b", {"metadata": {"labels": {"seen": "yes"}}})
+    core.delete_namespaced_pod("p3", "team-b")
+    w = watch.Watch()
+    seen = []
+    for ev in w.stream(core.list_pod_for_all_namespaces, resource_version=rv,
+                       field_selector="spec.nodeName=n1,status.phase!=Succeeded",
+                       timeout_seconds=5):
+        seen.append((ev["type"], ev["object"].metadata.name))
+        if len(seen) == 4:
+            w.stop()
+    ok(seen == [("ADDED", "p6"), ("DELETED", "p1"), ("MODIFIED", "p5"), ("DELETED", "p3")],
+       "a fieldSelector watch: ADDED on match, DELETED when a pod stops matching, nothing for "
+       "other nodes (%s)" % seen)
+    w = watch.Watch()
+    initial = [(ev["type"], ev["object"].metadata.name) for ev in
+               w.stream(core.list_namespaced_pod, "team-a", field_selector="spec.nodeName=n2",
+                        timeout_seconds=1)]
+    ok(initial == [("ADDED", "p2"), ("ADDED", "p7")],
+       "a watch without resourceVersion starts with only the matching pods (%s)" % initial)
+
+    # pod patches: strategic merge from the client, status ignored on the main resource
+    pa = core.patch_namespaced_pod("p2", "team-a", {"metadata": {"annotations": {
+        "tessera.io/devices": "gpu-0,gpu-1", "x": "1"}}})
+    ptype = last_patch_type()
+    pb = core.patch_namespaced_pod("p2", "team-a", {"metadata": {"annotations": {"x": None}}})
+    ok(ptype == SMP and pa.metadata.annotations == {"tessera.io/devices": "gpu-0,gpu-1",
+                                                    "x": "1"} and
+       pb.metadata.annotations == {"tessera.io/devices": "gpu-0,gpu-1"},
+       "patch_namespaced_pod sends %s for a dict; annotations set, null removes one" % ptype)
+    pc = core.patch_namespaced_pod("p2", "team-a", {"metadata": {"labels": {"l": "v"}},
+                                                    "status": {"phase": "Failed"}})
+    ok(pc.metadata.labels == {"l": "v"} and pc.status.phase == "Pending",
+       "a patch of the pod itself ignores status")
+    pd = core.patch_namespaced_pod("p1", "team-a", {"spec": {"containers": [
+        {"name": "d", "image": "alpine:3"}]}})
+    ok([(x.name, x.image) for x in pd.spec.containers] == [("c", "busybox"), ("d", "alpine:3")],
+       "strategic merge merges spec.containers by name")
+    ps = core.patch_namespaced_pod_status("p2", "team-a", {
+        "metadata": {"labels": {"z": "1"}}, "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"}]}})
+    ps = core.patch_namespaced_pod_status("p2", "team-a", {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "True"}]}})
+    ok(ps.status.phase == "Running" and "z" not in (ps.metadata.labels or {}) and
+       sorted(x.type for x in ps.status.conditions) == ["PodScheduled", "Ready"],
+       "patch_namespaced_pod_status keeps only status; conditions merge by type")
+    ps = core.patch_namespaced_pod_status("p2", "team-a", {"status": {"conditions": [
+        {"type": "Ready", "$patch": "delete"}]}})
+    ok([x.type for x in ps.status.conditions] == ["PodScheduled"],
+       "a condition with $patch: delete is removed")
+
+    # delete
+    dp = core.delete_namespaced_pod("p6", "team-a", grace_period_seconds=0)
+    gone = expect_error(lambda: core.read_namespaced_pod("p6", "team-a"), 404)
+    ok(dp.metadata.name == "p6" and gone[0] and gone[1].get("message") == 'pods "p6" not found',
+       "delete_namespaced_pod(grace_period_seconds=0) removes the pod at once (%s)"
+       % gone[1].get("message"))
+    conflict = expect_error(lambda: core.delete_namespaced_pod(
+        "p7", "team-a", body=client.V1DeleteOptions(
+            grace_period_seconds=30, preconditions=client.V1Preconditions(uid="not-it"))), 409)
+    still = core.read_namespaced_pod("p7", "team-a")
+    core.delete_namespaced_pod("p7", "team-a", body=client.V1DeleteOptions(
+        preconditions=client.V1Preconditions(uid=still.metadata.uid)))
+    ok(conflict[0] and still.metadata.name == "p7" and
+       expect_error(lambda: core.read_namespaced_pod("p7", "team-a"), 404)[0],
+       "a DeleteOptions uid precondition: 409 when wrong, deleted when right")
+
+    # nodes and extended resources
+    n1 = core.create_node({"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": "n1", "labels": {"kubernetes.io/os": "linux"}},
+                           "status": {"capacity": {"cpu": "8"}, "allocatable": {"cpu": "8"}}})
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n2"},
+                      "spec": {"unschedulable": True}})
+    ok(n1.status.capacity == {"cpu": "8"} and n1.metadata.uid,
+       "create_node keeps the status it is sent")
+    ns1 = core.patch_node_status("n1", {"status": {
+        "capacity": {"example.com/dongle": "4"}, "allocatable": {"example.com/dongle": "4"}}})
+    ptype = last_patch_type()
+    ok(ptype == SMP and ns1.status.capacity == {"cpu": "8", "example.com/dongle": "4"} and
+       ns1.status.allocatable == {"cpu": "8", "example.com/dongle": "4"},
+       "patch_node_status with a dict: the client sends %s and the fake merges capacity and "
+       "allocatable" % ptype)
+    raw = json.loads(core.read_node_status("n1", _preload_content=False).data)
+    ok(raw["status"]["capacity"]["example.com/dongle"] == "4",
+       "extended resource quantities stay strings")
+    ns2 = core.patch_node_status("n1", [
+        {"op": "add", "path": "/status/capacity/example.com~1widget", "value": "2"},
+        {"op": "remove", "path": "/status/allocatable/example.com~1dongle"}])
+    ptype = last_patch_type()
+    ok(ptype == "application/json-patch+json" and
+       ns2.status.capacity.get("example.com/widget") == "2" and
+       "example.com/dongle" not in ns2.status.allocatable,
+       "patch_node_status with a list: %s, ~1 escapes, add and remove" % ptype)
+    ns3 = core.patch_node_status("n1", {"status": {"capacity": {"example.com/widget": None}}})
+    ok(ns3.status.capacity == {"cpu": "8", "example.com/dongle": "4"},
+       "strategic merge: null removes a capacity entry")
+    ns4 = core.patch_node_status("n1", {"status": {"allocatable": {"$patch": "delete"},
+                                                   "capacity": {"$patch": "replace",
+                                                                "cpu": "16"}}})
+    ok(ns4.status.allocatable is None and ns4.status.capacity == {"cpu": "16"},
+       "strategic merge: $patch: delete drops a map, $patch: replace replaces it")
+    mp = raw_call(ac, "PATCH", "/api/v1/nodes/n1/status",
+                  {"status": {"capacity": {"example.com/dongle": "2", "cpu": None}}},
+                  "application/merge-patch+json")
+    ptype = last_patch_type()
+    ok(ptype == "application/merge-patch+json" and
+       mp["status"]["capacity"] == {"example.com/dongle": "2"},
+       "merge-patch on nodes/status (null deletes)")
+    nl = core.patch_node("n1", {"metadata": {"labels": {"tessera.io/gpu": "h100"}},
+                                "status": {"capacity": {"cpu": "1"}}})
+    ok(nl.metadata.labels == {"kubernetes.io/os": "linux", "tessera.io/gpu": "h100"} and
+       nl.status.capacity == {"example.com/dongle": "2"},
+       "patch_node sets labels and ignores status")
+    body = core.read_node("n1")
+    body.metadata.labels = {"dropped": "yes"}
+    body.status.capacity = {"example.com/dongle": "3"}
+    nr = core.replace_node_status("n1", body)
+    ok(nr.status.capacity == {"example.com/dongle": "3"} and
+       nr.metadata.labels == {"kubernetes.io/os": "linux", "tessera.io/gpu": "h100"},
+       "replace_node_status changes only status")
+    got = names(core.list_node(field_selector="metadata.name=n1").items)
+    got2 = names(core.list_node(field_selector="spec.unschedulable=true").items)
+    bad = expect_error(lambda: core.list_node(field_selector="spec.nodeName=n1"), 400)
+    ok(got == ["n1"] and got2 == ["n2"] and bad[0] and
+       bad[1].get("message") == "field label not supported: spec.nodeName",
+       "list_node: metadata.name, spec.unschedulable; a pod-only field is 400")
+
+    # devices
+    dev = {"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices",
+           "metadata": {"name": "n1"}, "spec": {"nodeName": "n1"},
+           "status": {"devices": [{"id": "stale"}]}}
+    d0 = cust.create_cluster_custom_object(*DEV, dev)
+    ok(d0["kind"] == "Devices" and "status" not in d0 and d0["metadata"]["uid"],
+       "create Devices: the status sent is dropped (status subresource)")
+    st = {"devices": [{"id": "gpu-0", "vendor": "nvidia", "memory": "80Gi"}]}
+    d1 = cust.patch_cluster_custom_object_status(*DEV, "n1", {"status": st,
+                                                              "spec": {"nodeName": "x"}})
+    d2 = cust.get_cluster_custom_object_status(*DEV, "n1")
+    ok(d1["status"] == st and d1["spec"] == {"nodeName": "n1"} and d2["status"] == st,
+       "patch_cluster_custom_object_status changes only status; the status GET shows it")
+    d3 = cust.patch_cluster_custom_object(*DEV, "n1", {"spec": {"nodeName": "n1", "x": 1},
+                                                       "status": {"devices": []}})
+    ok(d3["spec"]["x"] == 1 and d3["status"] == st,
+       "a patch of Devices itself ignores status")
+    d3["status"] = {"devices": []}
+    d3["spec"] = {"nodeName": "other"}
+    d4 = cust.replace_cluster_custom_object_status(*DEV, "n1", d3)
+    ok(d4["status"] == {"devices": []} and d4["spec"]["nodeName"] == "n1",
+       "replace_cluster_custom_object_status changes only status")
+    dl = cust.list_cluster_custom_object(*DEV, field_selector="metadata.name=n1")
+    ok(dl["kind"] == "DevicesList" and [i["metadata"]["name"] for i in dl["items"]] == ["n1"]
+       and dl["items"][0]["kind"] == "Devices",
+       "list Devices with a metadata.name fieldSelector; CRD items carry kind")
+    smp = expect_error(lambda: raw_call(ac, "PATCH", "/apis/worker.gpustack.ai/v1alpha1/"
+                                        "devices/n1/status", {"status": {}}, SMP), 415)
+    ok(smp[0] and smp[1].get("reason") == "UnsupportedMediaType",
+       "a strategic merge patch on Devices is 415 UnsupportedMediaType")
 
 
 if __name__ == "__main__":

@@ -1,32 +1,73 @@
 #!/usr/bin/env python3
 """fake_apiserver.py - a Kubernetes API server for tests, on the standard library only.
 
-It serves custom resources the way kube-apiserver serves CRDs (spec/kubernetes-contracts.md
-section 4): worker.gpustack.ai/v1alpha1 InstanceTypes, KVCachePools and KVCacheBackends (cluster
-scoped) and KVCachePoolBindings (namespaced); kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and
-ClusterQueues (cluster scoped); gpustack.ai/v1 Settings (namespaced). Any other resource is a
-404, as for a CRD not installed.
+It serves (spec/kubernetes-contracts.md section 4):
+  * the core group /api/v1: Pods (namespaced; /api/v1/pods lists and watches across namespaces,
+    /api/v1/namespaces/<ns>/pods one namespace) and Nodes (cluster scoped), each with its status
+    subresource, as the node agent (tessera's device manager) talks to them;
+  * custom resources the way kube-apiserver serves CRDs: worker.gpustack.ai/v1alpha1
+    InstanceTypes, KVCachePools, KVCacheBackends and Devices (kind Devices) (cluster scoped) and
+    KVCachePoolBindings (namespaced); kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and
+    ClusterQueues (cluster scoped); gpustack.ai/v1 Settings (namespaced);
+  * discovery: /api (APIVersions), /api/v1 and /apis/<group>/<version> (APIResourceList: each
+    served resource and its <plural>/status).
+Any other resource is a 404, as for a CRD not installed.
 
 Semantics kept from the real server:
   * one global resourceVersion counter; every create, update, patch and delete is an event in a
     history, and an object carries the resourceVersion of its last change;
   * list returns {kind: XList, apiVersion, metadata: {resourceVersion, continue,
-    remainingItemCount}, items}; limit/continue page through one snapshot (the state at the first
-    page's resourceVersion, rebuilt from the history); an expired continue token is HTTP 410
-    Expired;
+    remainingItemCount}, items}; core (Pod, Node) list items carry no kind or apiVersion, CRD
+    items do; limit/continue page through one snapshot (the state at the first page's
+    resourceVersion, rebuilt from the history); an expired continue token is HTTP 410 Expired;
   * watch (watch=1|true) streams {"type","object"} lines in HTTP/1.1 chunked encoding from a
     resourceVersion (unset or "0": synthetic ADDED events for the current state first);
     allowWatchBookmarks=true adds BOOKMARK events (kind, apiVersion, metadata.resourceVersion
     only) every --bookmark-interval seconds and on command; timeoutSeconds ends the stream
     cleanly; a resourceVersion older than the compaction point gets 200 and an ERROR event whose
     object is a Status with code 410 (or an HTTP 410, in "http" mode), as the real server does;
-  * labelSelector (equality, inequality, existence) on list and watch;
-  * POST (create, 409 AlreadyExists), PUT (409 Conflict on a stale resourceVersion), DELETE,
-    PATCH as merge-patch, json-patch (RFC 6902), apply (fieldManager required; JSON bodies only;
-    lists of named maps merged by name) and strategic-merge (415, as for every CRD); the status
-    subresource keeps only status;
+  * labelSelector (equality, inequality, existence) and fieldSelector on list and watch; with a
+    selector, a watch sends an object that comes to match as ADDED and one that stops matching
+    as DELETED (with its new state), as the watch cache does;
+  * fieldSelector: "label=value", "label==value", "label!=value", comma-separated (AND), values
+    with backslash escapes (of ",", "=", backslash); metadata.name and metadata.namespace on
+    every kind; on pods also spec.nodeName, spec.restartPolicy, spec.schedulerName,
+    spec.serviceAccountName, spec.hostNetwork, status.phase, status.podIP,
+    status.nominatedNodeName; on nodes spec.unschedulable (an absent field reads as its
+    server default, e.g. spec.nodeName as "", so "spec.nodeName=" is the unscheduled pods).
+    Any other label is 400 BadRequest "field label not supported: <label>"; a term without
+    an operator is 400 "invalid selector";
+  * POST (create, 409 AlreadyExists; metadata.generateName honoured; metadata.uid (uuid4),
+    creationTimestamp, generation 1 and resourceVersion set), PUT (409 Conflict on a stale
+    resourceVersion), DELETE (the object goes at once: gracePeriodSeconds, in the query or a
+    DeleteOptions body, is accepted and ignored; DeleteOptions.preconditions uid and
+    resourceVersion that fail are 409), PATCH as merge-patch (RFC 7386), json-patch (RFC 6902,
+    with test), apply (fieldManager required; JSON bodies only; lists of named maps merged by
+    name) and strategic-merge: 415 UnsupportedMediaType for every CRD, and for the core kinds
+    this subset of apimachinery's strategicpatch: maps merge, null deletes a key,
+    {"$patch": "delete"} deletes the map holding it, {"$patch": "replace"} replaces it,
+    "$deleteFromPrimitiveList/<k>" works, "$setElementOrder/<k>" and "$retainKeys" are
+    ignored; lists merge by key for containers/initContainers/ephemeralContainers/volumes
+    (name), their ports (containerPort), env (name), volumeMounts (mountPath),
+    status.conditions and status.addresses (type), metadata.ownerReferences (uid), with
+    {key, "$patch": "delete"} removing an element; metadata.finalizers take the union; every
+    other list and every scalar is replaced. GET /_test/stats counts patches by Content-Type
+    (patch_types, last_patch_type);
+  * the status subresource: PUT or PATCH on .../status keeps only status; for Pods, Nodes and
+    Devices a PUT or PATCH on the main resource ignores status (and Devices, a CRD with the
+    status subresource, drop a status sent on create); the older CRDs keep what a
+    main-resource write sends;
+  * a new Pod gets status.phase "Pending" when it has none (the real server resets the whole
+    status on create; this fake keeps a status the test sent, so a Running pod takes one step);
+  * Node status.capacity / status.allocatable values (quantity strings, extended resources
+    such as "example.com/dongle": "4") are stored as sent: nothing is computed, allocatable
+    does not follow capacity (the kubelet does that, not the API server);
   * bearer-token authentication (or a client certificate signed by --client-ca), 401 Status
     otherwise; TLS with the certificate the test made.
+
+Not served: pods/binding, pods/eviction, pods/log and other subresources, namespaces as
+objects, graceful deletion (deletionTimestamp), validation of pod spec immutability,
+server-side defaulting beyond the fields above.
 
 Control, for tests only, without authentication, under /_test/ (POST bodies are JSON):
   token {"tokens": [..]}        replace the accepted bearer tokens
@@ -68,7 +109,51 @@ RESOURCES = {
     ("worker.gpustack.ai", "v1alpha1", "kvcachepools"): ("KVCachePool", False),
     ("worker.gpustack.ai", "v1alpha1", "kvcachebackends"): ("KVCacheBackend", False),
     ("gpustack.ai", "v1", "settings"): ("Setting", True),
+    ("worker.gpustack.ai", "v1alpha1", "devices"): ("Devices", False),
+    ("", "v1", "pods"): ("Pod", True),
+    ("", "v1", "nodes"): ("Node", False),
 }
+
+# Kinds whose main resource ignores status on create, update and patch (only .../status changes
+# it): the core kinds' registry strategies, and a CRD whose status subresource is enabled. The
+# older CRDs above keep their earlier behaviour here (a main-resource write keeps what it sent).
+STATUS_RESET = {("", "v1", "pods"), ("", "v1", "nodes"),
+                ("worker.gpustack.ai", "v1alpha1", "devices")}
+# CRDs with a status subresource drop a status sent on create (customResourceStrategy).
+STATUS_DROPPED_ON_CREATE = {("worker.gpustack.ai", "v1alpha1", "devices")}
+
+# fieldSelector labels beyond metadata.name and metadata.namespace (which every kind has), from
+# kubernetes pkg/registry/core/{pod,node}/strategy.go; a value the server defaults is read with
+# that default when the stored object lacks it.
+FIELD_LABELS = {
+    "pods": {"spec.nodeName": ("spec", "nodeName", ""),
+             "spec.restartPolicy": ("spec", "restartPolicy", "Always"),
+             "spec.schedulerName": ("spec", "schedulerName", "default-scheduler"),
+             "spec.serviceAccountName": ("spec", "serviceAccountName", ""),
+             "spec.hostNetwork": ("spec", "hostNetwork", False),
+             "status.phase": ("status", "phase", ""),
+             "status.podIP": ("status", "podIP", ""),
+             "status.nominatedNodeName": ("status", "nominatedNodeName", "")},
+    "nodes": {"spec.unschedulable": ("spec", "unschedulable", False)},
+}
+
+# Strategic merge patch (core kinds only): lists merged by key, from the patchMergeKey /
+# patchStrategy=merge tags of k8s.io/api/core/v1 for the fields a Pod or a Node has. Paths leave
+# out list indices. Every other list is replaced whole.
+SMP_MERGE_KEYS = {
+    ("metadata", "ownerReferences"): "uid",
+    ("spec", "containers"): "name",
+    ("spec", "initContainers"): "name",
+    ("spec", "ephemeralContainers"): "name",
+    ("spec", "volumes"): "name",
+    ("status", "conditions"): "type",
+    ("status", "addresses"): "type",
+}
+for _c in ("containers", "initContainers", "ephemeralContainers"):
+    SMP_MERGE_KEYS[("spec", _c, "ports")] = "containerPort"
+    SMP_MERGE_KEYS[("spec", _c, "env")] = "name"
+    SMP_MERGE_KEYS[("spec", _c, "volumeMounts")] = "mountPath"
+SMP_PRIMITIVE_MERGE = {("metadata", "finalizers")}
 
 TRUE_VALUES = ("1", "t", "T", "true", "TRUE", "True")
 
@@ -96,8 +181,12 @@ class Resource:
     def __init__(self, group, version, plural, kind, namespaced):
         self.group, self.version, self.plural = group, version, plural
         self.kind, self.namespaced = kind, namespaced
-        self.api_version = "%s/%s" % (group, version)
-        self.qualified = "%s.%s" % (plural, group)
+        self.core = group == ""
+        self.api_version = version if self.core else "%s/%s" % (group, version)
+        self.qualified = plural if self.core else "%s.%s" % (plural, group)
+        self.status_reset = (group, version, plural) in STATUS_RESET
+        self.status_dropped_on_create = (group, version, plural) in STATUS_DROPPED_ON_CREATE
+        self.field_labels = FIELD_LABELS.get(plural, {}) if self.core else {}
 
     def key(self, ns, name):
         return (ns or "", name)
@@ -110,7 +199,7 @@ class Store:
         self.cond = threading.Condition()
         self.rv = 1
         self.compacted = 1
-        self.history = []  # (rv, resource, type, object)
+        self.history = []  # (rv, resource, type, object, previous object or None)
         self.objects = {}  # resource -> {(ns, name): object}
         self.tokens = set(tokens)
         self.drop_gen = 0
@@ -121,16 +210,17 @@ class Store:
         self.failures = []
         self.stats = {"lists": {}, "watches": {}, "active_watches": 0, "auth_failures": 0,
                       "requests": 0, "last_token": "", "relists": 0, "gone_sent": 0,
-                      "dropped": 0}
+                      "dropped": 0, "patch_types": {}, "last_patch_type": ""}
 
     def bump(self, what, res):
         d = self.stats[what]
         d[res.plural] = d.get(res.plural, 0) + 1
 
-    def record(self, res, etype, obj):
-        """Appends an event; the caller holds cond and has set obj's resourceVersion."""
+    def record(self, res, etype, obj, prev=None):
+        """Appends an event; the caller holds cond and has set obj's resourceVersion. prev is
+        the object before a MODIFIED (what a watch with a selector compares against)."""
         self.history.append((int(obj["metadata"]["resourceVersion"]), res, etype,
-                             copy.deepcopy(obj)))
+                             copy.deepcopy(obj), prev))
         self.cond.notify_all()
 
     def next_rv(self):
@@ -143,7 +233,7 @@ class Store:
     def state_at(self, res, rv):
         """The objects of res as they were at resourceVersion rv."""
         state = {}
-        for (erv, eres, etype, obj) in self.history:
+        for (erv, eres, etype, obj, _prev) in self.history:
             if erv > rv:
                 break
             if eres is not res:
@@ -193,6 +283,176 @@ def selector_matches(reqs, obj):
         if op == "absent" and k in labels:
             return False
     return True
+
+
+def split_unescaped(text, sep):
+    """Splits on sep where it is not escaped by a backslash (fields.ParseSelector's rule)."""
+    parts, cur, i = [], "", 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            cur += text[i:i + 2]
+            i += 2
+            continue
+        if c == sep:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += c
+        i += 1
+    parts.append(cur)
+    return parts
+
+
+def unescape_field_value(v):
+    out, i = "", 0
+    while i < len(v):
+        if v[i] == "\\" and i + 1 < len(v) and v[i + 1] in "\\,=":
+            out += v[i + 1]
+            i += 2
+        else:
+            out += v[i]
+            i += 1
+    return out
+
+
+def parse_field_selector(res, text):
+    """[(op, label, value)] for a fieldSelector, or HttpError 400 as the real server answers:
+    a term without an operator is "invalid selector", a label the kind does not index is
+    "field label not supported: <label>"."""
+    reqs = []
+    if not text:
+        return reqs
+    for term in split_unescaped(text, ","):
+        if term == "":
+            continue
+        for op, sym in (("ne", "!="), ("eq", "=="), ("eq", "=")):
+            if sym in term:
+                label, value = term.split(sym, 1)
+                break
+        else:
+            raise HttpError(400, "BadRequest", "invalid selector: '%s'; can't understand '%s'"
+                            % (text, term))
+        label = label.strip()
+        if label not in ("metadata.name", "metadata.namespace") and \
+                label not in res.field_labels:
+            raise HttpError(400, "BadRequest", "field label not supported: %s" % label)
+        reqs.append((op, label, unescape_field_value(value)))
+    return reqs
+
+
+def field_value(res, obj, label):
+    md = obj.get("metadata") or {}
+    if label == "metadata.name":
+        return md.get("name", "")
+    if label == "metadata.namespace":
+        return md.get("namespace", "")
+    part, field, default = res.field_labels[label]
+    v = (obj.get(part) or {}).get(field, default)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "" if v is None else str(v)
+
+
+def fields_match(res, reqs, obj):
+    for op, label, value in reqs:
+        if (field_value(res, obj, label) == value) != (op == "eq"):
+            return False
+    return True
+
+
+class _Delete:
+    """What a map holding {"$patch": "delete"} becomes in a strategic merge."""
+
+
+SMP_DELETE = _Delete()
+
+
+def smp_strip(patch):
+    """A patch map's content without directives (a new object built from a patch)."""
+    if isinstance(patch, dict):
+        return {k: smp_strip(v) for k, v in patch.items()
+                if not k.startswith("$") and v is not None}
+    if isinstance(patch, list):
+        return [smp_strip(e) for e in patch]
+    return copy.deepcopy(patch)
+
+
+def strategic_merge(target, patch, path=()):
+    """Strategic merge patch (apimachinery pkg/util/strategicpatch), the subset this fake knows:
+    maps merge key by key, a null deletes a key, {"$patch": "delete"} deletes the map holding
+    it, {"$patch": "replace"} replaces the map with the rest of the patch map;
+    "$deleteFromPrimitiveList/<k>" removes values from a list of scalars; "$setElementOrder/<k>"
+    and "$retainKeys" are accepted and ignored. Lists in SMP_MERGE_KEYS merge element by element
+    on their key (an element {key, "$patch": "delete"} removes one, an element {"$patch":
+    "replace"} makes the list the patch's other elements); SMP_PRIMITIVE_MERGE lists
+    (finalizers) take the union; every other list and scalar is replaced."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    directive = patch.get("$patch")
+    if directive == "delete":
+        return SMP_DELETE
+    if directive == "replace":
+        return smp_strip(patch)
+    if directive is not None:
+        raise ValueError("unknown patch type: %s in map: %s" % (directive, patch))
+    result = dict(target) if isinstance(target, dict) else {}
+    deletions = []
+    for k, v in patch.items():
+        if k.startswith("$setElementOrder/") or k == "$retainKeys":
+            continue
+        if k.startswith("$deleteFromPrimitiveList/"):
+            deletions.append((k.split("/", 1)[1], v))
+            continue
+        if k.startswith("$"):
+            raise ValueError("unknown patch directive %s" % k)
+        if v is None:
+            result.pop(k, None)
+            continue
+        sub = path + (k,)
+        if isinstance(v, list):
+            result[k] = strategic_merge_list(result.get(k), v, sub)
+            continue
+        merged = strategic_merge(result.get(k), v, sub)
+        if merged is SMP_DELETE:
+            result.pop(k, None)
+        else:
+            result[k] = merged
+    for k, values in deletions:
+        if isinstance(result.get(k), list) and isinstance(values, list):
+            result[k] = [e for e in result[k] if e not in values]
+    return result
+
+
+def strategic_merge_list(target, patch, path):
+    if path in SMP_PRIMITIVE_MERGE:
+        result = list(target) if isinstance(target, list) else []
+        for e in patch:
+            if e not in result:
+                result.append(copy.deepcopy(e))
+        return result
+    key = SMP_MERGE_KEYS.get(path)
+    if key is None:
+        return smp_strip(patch)
+    if any(isinstance(e, dict) and e.get("$patch") == "replace" for e in patch):
+        return [smp_strip(e) for e in patch
+                if not (isinstance(e, dict) and e.get("$patch") == "replace")]
+    result = [copy.deepcopy(e) for e in target] if isinstance(target, list) else []
+    for e in patch:
+        if not isinstance(e, dict) or key not in e:
+            raise ValueError("map: %s does not contain declared merge key: %s" % (e, key))
+        idx = next((i for i, t in enumerate(result)
+                    if isinstance(t, dict) and t.get(key) == e[key]), None)
+        if e.get("$patch") == "delete":
+            if idx is not None:
+                del result[idx]
+            continue
+        if idx is None:
+            result.append(smp_strip(e))
+        else:
+            merged = strategic_merge(result[idx], e, path)
+            result[idx] = merged
+    return result
 
 
 def merge_patch(target, patch):
@@ -457,31 +717,70 @@ class Handler(BaseHTTPRequestHandler):
     # -- the API --
 
     def route(self, path):
-        """(resource, namespace, name, subresource) for an /apis/ path."""
+        """(resource, namespace, name, subresource) for an /api/v1 or /apis/ path, or
+        ("discovery", group, version) for /api, /api/v1 and /apis/<group>/<version>."""
         parts = [p for p in path.split("/") if p]
-        if len(parts) < 4 or parts[0] != "apis":
-            raise HttpError(404, "NotFound", "the server could not find the requested resource")
-        group, version, rest = parts[1], parts[2], parts[3:]
+        missing = HttpError(404, "NotFound", "the server could not find the requested resource")
+        if parts[:1] == ["api"]:
+            group, rest = "", parts[2:]
+            version = parts[1] if len(parts) > 1 else None
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise missing
+        if not rest:
+            return "discovery", group, version
         ns = None
         if rest[0] == "namespaces" and len(rest) >= 3:
             ns, rest = rest[1], rest[2:]
         key = (group, version, rest[0])
         if key not in RESOURCES or key[2] in OPTS.unserved or len(rest) > 3:
-            raise HttpError(404, "NotFound", "the server could not find the requested resource")
+            raise missing
         kind, namespaced = RESOURCES[key]
         res = RESOURCE_OBJECTS[key]
         if ns is not None and not namespaced:
-            raise HttpError(404, "NotFound", "the server could not find the requested resource")
+            raise missing
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         if sub not in (None, "status"):
-            raise HttpError(404, "NotFound", "the server could not find the requested resource")
+            raise missing
         if name is not None and namespaced and ns is None:
-            raise HttpError(404, "NotFound", "the server could not find the requested resource")
+            raise missing
         return res, ns, name, sub
 
+    def discovery(self, group, version):
+        if group == "" and version is None:
+            host = "%s:%d" % self.server.server_address[:2]
+            return self.reply(200, {"kind": "APIVersions", "versions": ["v1"],
+                                    "serverAddressByClientCIDRs": [
+                                        {"clientCIDR": "0.0.0.0/0", "serverAddress": host}]})
+        served = [r for k, r in RESOURCE_OBJECTS.items()
+                  if k[0] == group and k[1] == version and k[2] not in OPTS.unserved]
+        if not served:
+            raise HttpError(404, "NotFound", "the server could not find the requested resource")
+        resources = []
+        for r in served:
+            entry = {"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced,
+                     "kind": r.kind, "verbs": ["create", "delete", "deletecollection", "get",
+                                               "list", "patch", "update", "watch"]}
+            short = {"pods": ["po"], "nodes": ["no"]}.get(r.plural) if r.core else None
+            if short:
+                entry["shortNames"] = short
+            resources.append(entry)
+            resources.append({"name": r.plural + "/status", "singularName": "",
+                              "namespaced": r.namespaced, "kind": r.kind,
+                              "verbs": ["get", "patch", "update"]})
+        self.reply(200, {"kind": "APIResourceList", "apiVersion": "v1",
+                         "groupVersion": version if group == "" else group + "/" + version,
+                         "resources": resources})
+
     def api(self, method, path, query):
-        res, ns, name, sub = self.route(path)
+        routed = self.route(path)
+        if routed[0] == "discovery":
+            if method != "GET":
+                raise HttpError(405, "MethodNotAllowed", "method %s not allowed" % method)
+            return self.discovery(routed[1], routed[2])
+        res, ns, name, sub = routed
         if name is None:
             if method == "GET" and query.get("watch") in TRUE_VALUES:
                 return self.watch(res, ns, query)
@@ -501,7 +800,7 @@ class Handler(BaseHTTPRequestHandler):
         if method == "PATCH":
             return self.patch(res, ns, name, sub, query)
         if method == "DELETE":
-            return self.delete(res, ns, name)
+            return self.delete(res, ns, name, query)
         raise HttpError(405, "MethodNotAllowed", "method %s not allowed" % method)
 
     def not_found(self, res, name):
@@ -522,8 +821,8 @@ class Handler(BaseHTTPRequestHandler):
                             % (res.api_version, res.kind))
         md = obj.setdefault("metadata", {})
         if not isinstance(md, dict) or not md.get("name"):
-            raise HttpError(422, "Invalid", "%s.%s \"\" is invalid: metadata.name: Required value"
-                            % (res.kind, res.group))
+            raise HttpError(422, "Invalid", "%s \"\" is invalid: metadata.name: Required value"
+                            % (res.kind if res.core else "%s.%s" % (res.kind, res.group)))
         if res.namespaced:
             if md.get("namespace", ns) != ns:
                 raise HttpError(400, "BadRequest", "the namespace of the provided object does "
@@ -537,8 +836,22 @@ class Handler(BaseHTTPRequestHandler):
     def create(self, res, ns, obj, code=201):
         if res.namespaced and ns is None:
             raise HttpError(405, "MethodNotAllowed", "create needs a namespace")
+        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and \
+                not obj["metadata"].get("name") and obj["metadata"].get("generateName"):
+            obj["metadata"]["name"] = obj["metadata"]["generateName"] + \
+                uuid.uuid4().hex[:5]
         obj = self.check_shape(res, ns, obj)
         md = obj["metadata"]
+        if res.status_dropped_on_create:
+            obj.pop("status", None)
+        if res.core and res.plural == "pods":
+            # The real server resets a new pod's status to {phase: Pending}; this fake keeps
+            # a status the test sent (to create a Running pod in one step) and only fills in
+            # the phase when it is absent.
+            st = obj.get("status")
+            if not isinstance(st, dict):
+                st = obj["status"] = {}
+            st.setdefault("phase", "Pending")
         with STORE.cond:
             table = STORE.table(res)
             k = res.key(ns, md["name"])
@@ -555,6 +868,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def replace_locked(self, res, ns, name, old, new, sub):
         """Stores new in place of old (the caller holds cond and has checked everything)."""
+        prev = copy.deepcopy(old)
+        if sub is None and res.status_reset:
+            new = dict(new)
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
         if sub == "status":
             merged = copy.deepcopy(old)
             if "status" in new:
@@ -569,7 +889,7 @@ class Handler(BaseHTTPRequestHandler):
             (1 if new.get("spec") != old.get("spec") else 0)
         md["resourceVersion"] = str(STORE.next_rv())
         STORE.table(res)[res.key(ns, name)] = new
-        STORE.record(res, "MODIFIED", new)
+        STORE.record(res, "MODIFIED", new, prev)
         return new
 
     def update(self, res, ns, name, sub, obj):
@@ -590,13 +910,18 @@ class Handler(BaseHTTPRequestHandler):
     def patch(self, res, ns, name, sub, query):
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         body = self.read_body()
-        if ctype == "application/strategic-merge-patch+json":
+        with STORE.cond:
+            types = STORE.stats["patch_types"]
+            types[ctype] = types.get(ctype, 0) + 1
+            STORE.stats["last_patch_type"] = ctype
+        if ctype == "application/strategic-merge-patch+json" and not res.core:
             raise HttpError(415, "UnsupportedMediaType",
                             "the body of the request was in an unknown format - accepted media "
                             "types include: application/json-patch+json, "
                             "application/merge-patch+json, application/apply-patch+yaml")
         if ctype not in ("application/merge-patch+json", "application/json-patch+json",
-                         "application/apply-patch+yaml"):
+                         "application/apply-patch+yaml",
+                         "application/strategic-merge-patch+json"):
             raise HttpError(415, "UnsupportedMediaType", "unsupported patch type %r" % ctype)
         if ctype == "application/apply-patch+yaml" and not query.get("fieldManager"):
             raise HttpError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: '
@@ -628,11 +953,17 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(201, obj)
             try:
                 if ctype == "application/merge-patch+json":
-                    new = merge_patch(old, patch)
+                    new = merge_patch(copy.deepcopy(old), patch)
                 elif ctype == "application/json-patch+json":
                     new = json_patch(old, patch)
+                elif ctype == "application/strategic-merge-patch+json":
+                    if not isinstance(patch, dict):
+                        raise ValueError("a strategic merge patch must be a JSON object")
+                    new = strategic_merge(copy.deepcopy(old), patch)
+                    if new is SMP_DELETE:
+                        raise ValueError("$patch: delete of the whole object")
                 else:
-                    new = apply_merge(old, patch)
+                    new = apply_merge(copy.deepcopy(old), patch)
             except (AssertionError, KeyError, IndexError, ValueError, TypeError) as e:
                 raise HttpError(422, "Invalid", "the server rejected our request due to an "
                                 "error in our request: %s" % e)
@@ -644,12 +975,35 @@ class Handler(BaseHTTPRequestHandler):
             new = self.replace_locked(res, ns, name, old, new, sub)
         self.reply(200, new)
 
-    def delete(self, res, ns, name):
+    def delete(self, res, ns, name, query):
+        """Removes the object at once (no graceful deletion: gracePeriodSeconds, in the query
+        or in a DeleteOptions body, is accepted and ignored); DeleteOptions.preconditions (uid,
+        resourceVersion) that do not hold are 409 Conflict, as on the real server."""
+        opts = self.read_json() or {}
+        if not isinstance(opts, dict):
+            raise HttpError(400, "BadRequest", "the body must be a DeleteOptions object")
+        for g in (query.get("gracePeriodSeconds"), opts.get("gracePeriodSeconds")):
+            if g is not None:
+                try:
+                    int(g)
+                except (TypeError, ValueError):
+                    raise HttpError(400, "BadRequest", "gracePeriodSeconds: Invalid value: %r"
+                                    % g)
+        pre = opts.get("preconditions") or {}
         with STORE.cond:
             table = STORE.table(res)
-            old = table.pop(res.key(ns, name), None)
+            old = table.get(res.key(ns, name))
             if old is None:
                 raise self.not_found(res, name)
+            if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
+                raise HttpError(409, "Conflict", "Precondition failed: UID in precondition: %s, "
+                                "UID in object meta: %s" % (pre["uid"], old["metadata"]["uid"]))
+            if pre.get("resourceVersion") and \
+                    pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                raise HttpError(409, "Conflict", "Precondition failed: ResourceVersion in "
+                                "precondition: %s, ResourceVersion in object meta: %s"
+                                % (pre["resourceVersion"], old["metadata"]["resourceVersion"]))
+            table.pop(res.key(ns, name))
             old = copy.deepcopy(old)
             old["metadata"]["resourceVersion"] = str(STORE.next_rv())
             STORE.record(res, "DELETED", old)
@@ -661,6 +1015,7 @@ class Handler(BaseHTTPRequestHandler):
         limit = int(query.get("limit") or 0)
         cont = query.get("continue") or ""
         reqs = parse_selector(query.get("labelSelector"))
+        freqs = parse_field_selector(res, query.get("fieldSelector"))
         with STORE.cond:
             STORE.bump("lists", res)
             if cont:
@@ -680,7 +1035,7 @@ class Handler(BaseHTTPRequestHandler):
                 objs = dict(STORE.table(res))
             items = [copy.deepcopy(objs[k]) for k in sorted(objs)
                      if (ns is None or k[0] == ns) and (after is None or k > after)
-                     and selector_matches(reqs, objs[k])]
+                     and selector_matches(reqs, objs[k]) and fields_match(res, freqs, objs[k])]
         md = {"resourceVersion": str(snap)}
         if limit and len(items) > limit:
             last = items[limit - 1]["metadata"]
@@ -688,6 +1043,11 @@ class Handler(BaseHTTPRequestHandler):
             md["continue"] = base64.b64encode(json.dumps(token).encode()).decode()
             md["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+        if res.core:
+            # Built-in list items carry no kind or apiVersion (the list does).
+            for i in items:
+                i.pop("kind", None)
+                i.pop("apiVersion", None)
         self.reply(200, {"apiVersion": res.api_version, "kind": res.kind + "List",
                          "metadata": md, "items": items})
 
@@ -719,6 +1079,7 @@ class Handler(BaseHTTPRequestHandler):
         bookmarks = query.get("allowWatchBookmarks") in TRUE_VALUES
         timeout = float(query.get("timeoutSeconds") or 0)
         reqs = parse_selector(query.get("labelSelector"))
+        freqs = parse_field_selector(res, query.get("fieldSelector"))
         try:
             rv = int(rv_param) if rv_param not in ("", "0") else None
         except ValueError:
@@ -726,7 +1087,19 @@ class Handler(BaseHTTPRequestHandler):
 
         def wanted(obj):
             return (ns is None or obj["metadata"].get("namespace") == ns) and \
-                selector_matches(reqs, obj)
+                selector_matches(reqs, obj) and fields_match(res, freqs, obj)
+
+        def seen_as(etype, obj, prev):
+            """The event a watcher with selectors gets, as the watch cache sends it: an object
+            that comes to match is ADDED, one that stops matching is DELETED (with its new
+            state), one that matched neither before nor after is not sent."""
+            now_ok = wanted(obj)
+            if etype != "MODIFIED" or prev is None:
+                return etype if now_ok else None
+            was_ok = wanted(prev)
+            if now_ok:
+                return "MODIFIED" if was_ok else "ADDED"
+            return "DELETED" if was_ok else None
 
         with STORE.cond:
             STORE.bump("watches", res)
@@ -765,7 +1138,7 @@ class Handler(BaseHTTPRequestHandler):
                 with STORE.cond:
                     while True:
                         now = time.monotonic()
-                        events = [(erv, t, o) for (erv, r, t, o) in STORE.history
+                        events = [(erv, t, o, p) for (erv, r, t, o, p) in STORE.history
                                   if erv > last and r is res]
                         dropped = STORE.drop_gen != gens[0]
                         expired = STORE.expire_gen != gens[1]
@@ -787,8 +1160,9 @@ class Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                for (erv, etype, obj) in events:
-                    if wanted(obj):
+                for (erv, etype, obj, prev) in events:
+                    etype = seen_as(etype, obj, prev)
+                    if etype:
                         self.event(etype, obj)
                 if expired:
                     self.event("ERROR", self.gone(last))
