@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +47,7 @@ int tsr_mig_snapshot_new(const struct tsr_mig_gpus *gpus, struct tsr_mig_snapsho
         if (count > TSR_MIG_CARDS_MAX)
                 return tsr_diag_set(diag, TSR_ETOOBIG, "%u GPUs, at most %d", count,
                                     TSR_MIG_CARDS_MAX);
-        s = malloc(sizeof(*s));
+        s = malloc(offsetof(struct tsr_mig_snapshot, card) + count * sizeof(s->card[0]));
         if (!s)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         s->n = count;

@@ -41,7 +41,7 @@ struct tsr_mig_card {
 
 struct tsr_mig_snapshot {
         unsigned n;
-        struct tsr_mig_card card[TSR_MIG_CARDS_MAX]; /* card[i] is GPU index i */
+        struct tsr_mig_card card[TSR_MIG_CARDS_MAX]; /* card[i] is GPU index i; [0..n) allocated */
 };
 
 /*
