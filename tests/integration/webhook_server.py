@@ -40,12 +40,13 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 import jsonpatch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
+from drivers import ApiServer, eventually, write_kubeconfig  # noqa: E402
+
 SVC = "gpustack-worker-webhook.gpustack-system.svc"
-TOKEN = "webhook-test-token"
 GROUP = "nvidia-h100-80gb-hbm3"
 
 results = []
@@ -58,18 +59,6 @@ def ok(cond, name, detail=""):
         for line in str(detail).splitlines():
             print("#   " + line, flush=True)
     return bool(cond)
-
-
-def eventually(pred, timeout=10.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            v = pred()
-        except Exception:  # noqa: BLE001 - a probe that fails is "not yet"
-            v = None
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(interval)
 
 
 def fnv1a64(text):
@@ -119,54 +108,6 @@ def install_pair(d, crt, key):
 
 
 # ---- the fake API server ----------------------------------------------------------------------
-
-class Fake:
-    def __init__(self, script, d, extra=()):
-        self.proc = subprocess.Popen(
-            [sys.executable, script, "--cert", os.path.join(d, "server.crt"), "--key",
-             os.path.join(d, "server.key"), "--token", TOKEN, "--port", "0",
-             "--bookmark-interval", "1", *extra],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        line = self.proc.stdout.readline().split()
-        if len(line) != 2 or line[0] != "READY":
-            raise RuntimeError("the fake API server did not start: %r" % line)
-        self.port = int(line[1])
-        self.ctx = ssl.create_default_context(cafile=os.path.join(d, "ca.crt"))
-
-    def request(self, method, path, body=None, content_type="application/json"):
-        req = urllib.request.Request(
-            "https://127.0.0.1:%d%s" % (self.port, path), method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": "Bearer " + TOKEN, "Content-Type": content_type})
-        with urllib.request.urlopen(req, context=self.ctx, timeout=10) as r:
-            return json.loads(r.read() or b"null")
-
-    def create(self, path, obj):
-        return self.request("POST", path, obj)
-
-    def merge(self, path, patch):
-        return self.request("PATCH", path, patch, "application/merge-patch+json")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def write_kubeconfig(path, port, ca):
-    with open(path, "w") as f:
-        json.dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "test",
-            "clusters": [{"name": "fake", "cluster": {
-                "server": "https://127.0.0.1:%d" % port, "certificate-authority": ca}}],
-            "users": [{"name": "tester", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "test", "context": {"cluster": "fake", "user": "tester"}}],
-        }, f)
-
 
 # ---- the webhook process ----------------------------------------------------------------------
 
@@ -707,7 +648,7 @@ def check_unserved_kinds(tessera, fake_script, d, settings_status):
     extra = ["--unserved", "kvcachebackends", "--unserved", "kvcachepools"]
     if settings_status == 404:
         extra += ["--unserved", "settings"]
-    fake = Fake(fake_script, d, extra)
+    fake = ApiServer(fake_script, d, extra=extra)
     if settings_status != 404:  # an aggregated API whose operator is down
         fake.request("POST", "/_test/fail", {"status": settings_status, "count": 1000000,
                                              "match": "/settings"})
@@ -758,7 +699,7 @@ def main():
 
         check_readiness_before_sync(tessera, d)
 
-        fake = Fake(fake_script, d)
+        fake = ApiServer(fake_script, d)
         kc = os.path.join(d, "kubeconfig")
         write_kubeconfig(kc, fake.port, os.path.join(d, "ca.crt"))
         w = Webhook(tessera, d, kc)

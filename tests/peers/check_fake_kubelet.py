@@ -18,7 +18,6 @@ import os
 import queue
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import grpc  # noqa: E402
+from drivers import Kubelet  # noqa: E402
 from protos import deviceplugin as dp, podresources as pr  # noqa: E402
 
 GPU, BAR, BAD = "example.com/gpu", "example.com/bar", "example.com/broken"
@@ -264,48 +264,6 @@ class ToyPlugin:
 
 
 # ---- driving a fake through its control protocol ---------------------------------------------------
-class Fake:
-    def __init__(self, argv):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.replies = {}
-        self.cv = threading.Condition()
-        self.next_id = 0
-        first = self.proc.stdout.readline()
-        self.ready = json.loads(first) if first else {}
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            msg = json.loads(line)
-            with self.cv:
-                self.replies[msg.get("id")] = msg
-                self.cv.notify_all()
-
-    def call(self, cmd, wait=60, **args):
-        with self.cv:
-            self.next_id += 1
-            rid = self.next_id
-        self.proc.stdin.write(json.dumps(dict(args, id=rid, cmd=cmd)) + "\n")
-        self.proc.stdin.flush()
-        deadline = time.monotonic() + wait
-        with self.cv:
-            while rid not in self.replies:
-                left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
-                    return {"id": rid, "ok": False, "error": "no reply to %s" % cmd}
-                self.cv.wait(min(left, 0.5))
-            return self.replies.pop(rid)
-
-    def close(self):
-        try:
-            self.call("quit", wait=5)
-            self.proc.stdin.close()
-            self.proc.wait(5)
-        except Exception:
-            self.proc.kill()
-            self.proc.wait()
-
-
 def _podres(sock, method, req, resp_cls, req_obj):
     with grpc.insecure_channel("unix:" + sock) as ch:
         try:
@@ -327,7 +285,7 @@ def run_impl(tap, impl, argv_for):
     for name in ("kubelet_internal_checkpoint", "notes.txt"):
         with open(os.path.join(pdir, name), "w") as f:
             f.write("{}")
-    fake = Fake(argv_for(pdir, podres_dir))
+    fake = Kubelet(argv_for(pdir, podres_dir))
     plugins = []
     try:
         _sequence(r, fake, pdir, podres_dir, plugins, impl == "python")
