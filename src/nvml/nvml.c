@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(TSR_GPU_NAME_MAX >= NVML_DEVICE_NAME_V2_BUFFER_SIZE, "name buffer");
+_Static_assert(TSR_GPU_UUID_MAX >= NVML_DEVICE_UUID_V2_BUFFER_SIZE, "UUID buffer");
+_Static_assert(TSR_GPU_BUS_MAX >= NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE, "bus id buffer");
+
 #if UINTPTR_MAX == UINT64_MAX /* the sizes spec §4.3 checked on x86_64 LP64 */
 _Static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48, "nvmlGpuInstanceProfileInfo_t");
 _Static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24, "nvmlGpuInstanceInfo_t");
@@ -72,6 +76,19 @@ static int check(struct tsr_nvml *n, const char *call, nvmlReturn_t r)
 }
 
 #define NV(n, fn, ...) check(n, #fn, (n)->api.fn(__VA_ARGS__))
+
+/*
+ * One step of a walk over profile indices: NOT_SUPPORTED and INVALID_ARGUMENT mean "no such
+ * profile here" (1: skip it); 0 on success; any other failure is an error.
+ */
+static int walk_step(struct tsr_nvml *n, const char *call, nvmlReturn_t r)
+{
+        if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_INVALID_ARGUMENT)
+                return 1;
+        return check(n, call, r);
+}
+
+#define WALK(n, fn, ...) walk_step(n, #fn, (n)->api.fn(__VA_ARGS__))
 
 int tsr_nvml_open(const char *library, struct tsr_nvml **out, struct tsr_diag *diag)
 {
@@ -300,11 +317,15 @@ static int whole_ci_profile(struct tsr_nvml *n, nvmlGpuInstance_t gi,
 
         for (unsigned idx = 0; idx < NVML_COMPUTE_INSTANCE_PROFILE_COUNT; idx++) {
                 nvmlComputeInstanceProfileInfo_t info;
+                int rc;
 
-                if (idx == NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 ||
-                    n->api.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-                        gi, idx, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info) !=
-                        NVML_SUCCESS)
+                if (idx == NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1)
+                        continue;
+                rc = WALK(n, nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, idx,
+                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
+                if (rc < 0)
+                        return rc;
+                if (rc)
                         continue;
                 if (!found || info.sliceCount > out->sliceCount)
                         *out = info;
@@ -370,11 +391,12 @@ static int list_cis(struct tsr_nvml *n, nvmlGpuInstance_t gi, struct tsr_gpu_ins
                 nvmlComputeInstanceProfileInfo_t prof;
                 nvmlComputeInstance_t cis[CI_MAX];
                 unsigned count = 0;
-                int rc;
+                int rc = WALK(n, nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, idx,
+                              NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &prof);
 
-                if (n->api.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-                        gi, idx, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &prof) !=
-                    NVML_SUCCESS)
+                if (rc < 0)
+                        return rc;
+                if (rc)
                         continue;
                 rc = NV(n, nvmlGpuInstanceGetComputeInstances, gi, prof.id, cis, &count);
                 for (unsigned k = 0; !rc && k < count && k < CI_MAX; k++) {
@@ -416,8 +438,11 @@ static int nvml_gi_list(void *be, unsigned gpu, struct tsr_gpu_instance *out, si
                 unsigned count = 0;
                 nvmlReturn_t r;
 
-                if (n->api.nvmlDeviceGetGpuInstanceProfileInfo(dev, idx, &prof) != NVML_SUCCESS)
+                rc = WALK(n, nvmlDeviceGetGpuInstanceProfileInfo, dev, idx, &prof);
+                if (rc) {
+                        rc = rc < 0 ? rc : 0;
                         continue;
+                }
                 r = n->api.nvmlDeviceGetGpuInstances(dev, prof.id, gis, &count);
                 if (r == NVML_ERROR_NOT_SUPPORTED)
                         break; /* MIG mode off: no instances */

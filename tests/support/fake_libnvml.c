@@ -37,7 +37,12 @@ static struct {
 } lib;
 
 /* Compute slices of NVML_COMPUTE_INSTANCE_PROFILE_* index i (0 for those the fake lacks). */
-static const unsigned ci_slices[NVML_COMPUTE_INSTANCE_PROFILE_COUNT] = {1, 2, 3, 4, 7, 8, 6, 0, 0};
+static const unsigned ci_slices[NVML_COMPUTE_INSTANCE_PROFILE_COUNT] = {
+    [NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE] = 1, [NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE] = 2,
+    [NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE] = 3, [NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE] = 4,
+    [NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE] = 7, [NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE] = 8,
+    [NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE] = 6,
+};
 
 struct tsr_fake_gpus *tsr_fake_nvml_model(void)
 {
