@@ -17,6 +17,13 @@
  * stop and the synced bits and, with c->cond, lets shutdown interrupt a backoff sleep; each
  * watcher's cancel token interrupts its request in flight, so tsr_kube_cache_free returns within
  * milliseconds.
+ *
+ * Only the resources of the mask get a watcher (and a thread); the others keep an empty map
+ * forever. The change callback is called by a watcher after it released c->lock: after a list
+ * swapped in a map that differs from the one it replaced (json_equal; the first list always
+ * counts), and after an event that stored or removed an object. The Pods' watcher lists and
+ * watches with its field selector, so the API server filters the Pods of other nodes out (a Pod
+ * that stops matching arrives as DELETED).
  */
 #include "kube/cache.h"
 
@@ -42,6 +49,8 @@
 
 #define PATH_MAX_LEN               256
 #define DEFAULT_SETTINGS_NAMESPACE "gpustack-system"
+#define NODE_NAME_MAX              253
+#define NODE_SELECTOR              "spec.nodeName="
 
 /*
  * What each watcher lists and watches. A path with "%s" is the namespaced collection of the
@@ -73,6 +82,7 @@ static const struct {
                                         false},
     [TSR_KUBE_CACHE_SETTINGS] = {"settings", "/apis/gpustack.ai/v1/namespaces/%s/settings", true,
                                  true},
+    [TSR_KUBE_CACHE_PODS] = {"pods", "/api/v1/pods", true, false},
 };
 
 struct watcher {
@@ -82,8 +92,9 @@ struct watcher {
         bool started;
         struct tsr_kube_cancel cancel;
         uint64_t rng;
-        char rv[64];                    /* the resume point; only the watcher thread touches it */
-        char path[PATH_MAX_LEN];        /* the collection; set before the thread starts */
+        char rv[64];             /* the resume point; only the watcher thread touches it */
+        char path[PATH_MAX_LEN]; /* the collection; set before the thread starts */
+        char field_selector[sizeof(NODE_SELECTOR) + NODE_NAME_MAX]; /* "" for none; likewise */
         json_t *objects;                /* key -> object; guarded by c->lock */
         struct tsr_kube_cache_stats st; /* guarded by c->lock */
 };
@@ -95,7 +106,8 @@ struct tsr_kube_cache {
         pthread_mutex_t mu;
         pthread_cond_t cond; /* CLOCK_MONOTONIC; signalled on stop and on every first sync */
         atomic_bool stop;
-        unsigned synced; /* bit per resource; guarded by mu */
+        unsigned watched; /* the mask: bit per resource with a watcher; set before any starts */
+        unsigned synced;  /* bit per resource; guarded by mu */
         struct watcher w[TSR_KUBE_CACHE_N_RESOURCES];
 };
 
@@ -193,6 +205,19 @@ static void set_rv(struct watcher *w, const char *rv)
         strcpy(w->st.resource_version, rv);
 }
 
+/* The watcher's field selector, or NULL. */
+static const char *selector_of(const struct watcher *w)
+{
+        return w->field_selector[0] ? w->field_selector : NULL;
+}
+
+/* Tells the owner that w's resource changed; the caller holds no lock of the cache. */
+static void notify(struct watcher *w)
+{
+        if (w->c->opts.on_change)
+                w->c->opts.on_change(w->c->opts.ctx, w->r);
+}
+
 static void note_error(struct watcher *w, const struct tsr_diag *diag)
 {
         pthread_rwlock_wrlock(&w->c->lock);
@@ -205,10 +230,12 @@ static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *re
                   struct tsr_diag *diag)
 {
         struct tsr_kube_cache *c = w->c;
-        struct tsr_kube_list_opts lo = {.limit = c->opts.page_limit, .cancel = &w->cancel};
+        struct tsr_kube_list_opts lo = {
+            .field_selector = selector_of(w), .limit = c->opts.page_limit, .cancel = &w->cancel};
         json_t *list, *map, *item, *old;
         const char *rv;
         char key[KEY_MAX];
+        bool first;
         size_t i;
         int rc;
 
@@ -243,19 +270,23 @@ static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *re
         old = w->objects;
         w->objects = map;
         set_rv(w, rv);
+        first = !w->st.lists;
         w->st.lists++;
         if (after_gone)
                 w->st.relists_gone++;
         w->st.synced = true;
         w->st.objects = json_object_size(map);
         pthread_rwlock_unlock(&c->lock);
-        json_decref(old);
         json_decref(list);
 
         pthread_mutex_lock(&c->mu);
         c->synced |= 1u << w->r;
         pthread_cond_broadcast(&c->cond);
         pthread_mutex_unlock(&c->mu);
+        /* Only this thread writes the map, so comparing it without the lock is safe. */
+        if (first || !json_equal(old, map))
+                notify(w);
+        json_decref(old);
         return 0;
 }
 
@@ -301,6 +332,7 @@ static int on_event(void *arg, const struct tsr_kube_event *ev)
         struct watch_ctx *x = arg;
         struct watcher *w = x->w;
         char key[KEY_MAX];
+        bool changed = false;
         int rc = 0;
 
         if (ev->type == TSR_KUBE_ERROR) {
@@ -317,12 +349,13 @@ static int on_event(void *arg, const struct tsr_kube_event *ev)
                 if (!key_of(w, ev->ns, ev->name, key)) {
                         if (json_object_set(w->objects, key, ev->object))
                                 rc = STOP_ERROR;
+                        changed = !rc;
                         w->st.events++;
                 }
                 break;
         case TSR_KUBE_DELETED:
                 if (!key_of(w, ev->ns, ev->name, key)) {
-                        json_object_del(w->objects, key);
+                        changed = json_object_del(w->objects, key) == 0;
                         w->st.events++;
                 }
                 break;
@@ -338,6 +371,8 @@ static int on_event(void *arg, const struct tsr_kube_event *ev)
         pthread_rwlock_unlock(&w->c->lock);
         if (rc)
                 tsr_diag_set(&x->diag, TSR_ENOMEM, "watch %s: out of memory", resources[w->r].name);
+        if (changed)
+                notify(w);
         return rc;
 }
 
@@ -372,6 +407,7 @@ static void *watcher_main(void *arg)
                         failures = 0;
                 }
 
+                wo.field_selector = selector_of(w);
                 wo.resource_version = w->rv;
                 wo.timeout_s = c->opts.watch_timeout_s;
                 wo.bookmarks = true;
@@ -409,6 +445,27 @@ static void *watcher_main(void *arg)
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
+
+/* Checks what opts asks to watch; 0 or TSR_EINVAL with diag. */
+static int check_opts(const struct tsr_kube_cache_opts *o, struct tsr_diag *diag)
+{
+        const unsigned all = (1u << TSR_KUBE_CACHE_N_RESOURCES) - 1;
+        const char *node = o->pods_node;
+
+        if (o->resources & ~all)
+                return tsr_diag_set(diag, TSR_EINVAL, "kube cache: unknown resources in mask %#x",
+                                    o->resources);
+        if (strlen(o->settings_namespace) > 63)
+                return tsr_diag_set(diag, TSR_EINVAL, "kube cache: namespace %.80s is too long",
+                                    o->settings_namespace);
+        if (!(o->resources & TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_PODS)))
+                return 0;
+        if (!node || !*node || strlen(node) > NODE_NAME_MAX || strpbrk(node, ",=\\/"))
+                return tsr_diag_set(diag, TSR_EINVAL,
+                                    "kube cache: watching pods needs a node name, not \"%.80s\"",
+                                    node ? node : "");
+        return 0;
+}
 
 static void stop_and_join(struct tsr_kube_cache *c)
 {
@@ -465,13 +522,14 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
                 c->opts.page_limit = DEFAULT_PAGE_LIMIT;
         if (!c->opts.settings_namespace || !*c->opts.settings_namespace)
                 c->opts.settings_namespace = DEFAULT_SETTINGS_NAMESPACE;
-        if (strlen(c->opts.settings_namespace) > 63) {
-                int rc = tsr_diag_set(diag, TSR_EINVAL, "kube cache: namespace %.80s is too long",
-                                      c->opts.settings_namespace);
-
+        if (!c->opts.resources)
+                c->opts.resources = TSR_KUBE_CACHE_WEBHOOK_RESOURCES;
+        r = check_opts(&c->opts, diag);
+        if (r) {
                 free(c);
-                return rc;
+                return r;
         }
+        c->watched = c->opts.resources;
         atomic_init(&c->stop, false);
         if (pthread_rwlock_init(&c->lock, NULL)) {
                 free(c);
@@ -501,6 +559,9 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
                                  c->opts.settings_namespace);
                 else
                         snprintf(w->path, sizeof(w->path), "%s", resources[r].path);
+                if (r == TSR_KUBE_CACHE_PODS && (c->watched & TSR_KUBE_CACHE_BIT(r)))
+                        snprintf(w->field_selector, sizeof(w->field_selector), NODE_SELECTOR "%s",
+                                 c->opts.pods_node);
                 w->rng = ((uint64_t)now_ms() << 8) ^ (0x9E3779B97F4A7C15ull * (uint64_t)(r + 1));
                 w->objects = json_object();
                 if (!w->objects || tsr_kube_cancel_init(&w->cancel))
@@ -508,6 +569,8 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
                 cancels++;
         }
         for (r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                if (!(c->watched & TSR_KUBE_CACHE_BIT(r)))
+                        continue;
                 if (pthread_create(&c->w[r].thread, NULL, watcher_main, &c->w[r])) {
                         stop_and_join(c);
                         tsr_kube_cache_free(c);
@@ -541,20 +604,20 @@ int tsr_kube_cache_new(struct tsr_kube_client *client, struct tsr_kube_cache **o
 
 /* ---- readers ------------------------------------------------------------------------------ */
 
-/* The synced bits every required (not optional) resource must have. */
-static unsigned required_mask(void)
+/* The synced bits every watched required (not optional) resource must have. */
+static unsigned required_mask(const struct tsr_kube_cache *c)
 {
         unsigned m = 0;
 
         for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
                 if (!resources[r].optional)
                         m |= 1u << r;
-        return m;
+        return m & c->watched;
 }
 
 bool tsr_kube_cache_synced(struct tsr_kube_cache *c)
 {
-        const unsigned need = required_mask();
+        const unsigned need = required_mask(c);
         bool all;
 
         pthread_mutex_lock(&c->mu);
@@ -566,7 +629,7 @@ bool tsr_kube_cache_synced(struct tsr_kube_cache *c)
 bool tsr_kube_cache_wait_synced(struct tsr_kube_cache *c, unsigned timeout_ms)
 {
         struct timespec until = deadline_in(timeout_ms);
-        const unsigned need = required_mask();
+        const unsigned need = required_mask(c);
         bool done;
 
         pthread_mutex_lock(&c->mu);
@@ -632,6 +695,54 @@ json_t *tsr_kube_cache_setting(struct tsr_kube_cache *c, const char *ns, const c
         if (!ns)
                 return NULL;
         return lookup(c, TSR_KUBE_CACHE_SETTINGS, ns, name);
+}
+
+json_t *tsr_kube_cache_pod(struct tsr_kube_cache *c, const char *ns, const char *name)
+{
+        if (!ns)
+                return NULL;
+        return lookup(c, TSR_KUBE_CACHE_PODS, ns, name);
+}
+
+json_t *tsr_kube_cache_pod_by_uid(struct tsr_kube_cache *c, const char *uid)
+{
+        json_t *found = NULL, *obj;
+        const char *key;
+
+        if (!uid)
+                return NULL;
+        pthread_rwlock_rdlock(&c->lock);
+        json_object_foreach(c->w[TSR_KUBE_CACHE_PODS].objects, key, obj)
+        {
+                const char *v = meta_str(obj, "uid");
+
+                if (v && !strcmp(v, uid)) {
+                        found = json_deep_copy(obj);
+                        break;
+                }
+        }
+        pthread_rwlock_unlock(&c->lock);
+        return found;
+}
+
+json_t *tsr_kube_cache_pods(struct tsr_kube_cache *c)
+{
+        json_t *out = json_array(), *obj;
+        const char *key;
+
+        if (!out)
+                return NULL;
+        pthread_rwlock_rdlock(&c->lock);
+        json_object_foreach(c->w[TSR_KUBE_CACHE_PODS].objects, key, obj)
+        {
+                if (json_array_append_new(out, json_deep_copy(obj))) {
+                        json_decref(out);
+                        out = NULL;
+                        break;
+                }
+        }
+        pthread_rwlock_unlock(&c->lock);
+        return out;
 }
 
 const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r)

@@ -1,10 +1,16 @@
 /*
- * cache.h - a typed, watch-fed cache of the API server objects the webhook (and later the
- * controller and device manager) read: worker.gpustack.ai/v1alpha1 InstanceTypes (cluster-scoped),
+ * cache.h - a typed, watch-fed cache of the API server objects the webhook, the controller and
+ * the device manager read: worker.gpustack.ai/v1alpha1 InstanceTypes (cluster-scoped),
  * KVCachePoolBindings (namespaced), KVCachePools and KVCacheBackends (cluster-scoped),
- * kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and ClusterQueues (cluster-scoped), and the
+ * kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and ClusterQueues (cluster-scoped), the
  * operator's runtime gpustack.ai/v1 Settings (listed in the operator's namespace only; an
- * aggregated API, often not served).
+ * aggregated API, often not served), and core v1 Pods bound to one node (a node agent's view:
+ * fieldSelector spec.nodeName=<node>, every namespace).
+ *
+ * A cache watches the resources of its mask (tsr_kube_cache_opts.resources); the default is the
+ * webhook's set, TSR_KUBE_CACHE_WEBHOOK_RESOURCES (everything but the Pods). A resource outside
+ * the mask has no watcher: it holds nothing, its lookups find nothing, and it does not count for
+ * tsr_kube_cache_synced.
  *
  * One watcher thread per resource keeps it current: list, then watch from the list's
  * resourceVersion with bookmarks; a 410 Gone (or an ERROR event carrying one) re-lists; a dropped
@@ -13,7 +19,11 @@
  * installed) counts as synced and empty, and is listed again after a backoff; a 404 on a watch
  * sends the watcher back to list, and a 404 on a later list keeps what it held. Readers take a
  * shared lock; a reader receives its own reference to an object, valid after the cache moves on
- * (objects are never modified in place, only replaced).
+ * (objects are never modified in place, only replaced). An optional change callback
+ * (opts.on_change) runs on the resource's watcher thread, outside every lock of the cache, after
+ * the resource's first list, after each later list that changed what it holds and after each
+ * ADDED, MODIFIED or DELETED event that changed it; callbacks of one resource never overlap,
+ * those of different resources may run concurrently.
  *
  * Ownership: tsr_kube_cache_new returns a new cache (stop and free with tsr_kube_cache_free). Every
  * lookup returns a new jansson reference (json_decref) or NULL. Thread-safe.
@@ -40,9 +50,10 @@ int tsr_kube_cache_new(struct tsr_kube_client *client, struct tsr_kube_cache **o
 void tsr_kube_cache_free(struct tsr_kube_cache *c);
 
 /*
- * True once every resource but the optional Settings has completed its first list (what readiness
- * reports). The Settings are served by the operator's aggregated API, down whenever the operator
- * is; until they list, the Setting lookups find nothing and callers use their started-with values.
+ * True once every watched resource but the optional Settings has completed its first list (what
+ * readiness reports). The Settings are served by the operator's aggregated API, down whenever the
+ * operator is; until they list, the Setting lookups find nothing and callers use their started-with
+ * values.
  */
 bool tsr_kube_cache_synced(struct tsr_kube_cache *c);
 
@@ -74,9 +85,21 @@ json_t *tsr_kube_cache_kvcache_backend(struct tsr_kube_cache *c, const char *nam
 /* The Setting ns/name, or NULL. */
 json_t *tsr_kube_cache_setting(struct tsr_kube_cache *c, const char *ns, const char *name);
 
+/* The Pod (of the watched node) ns/name, or NULL. */
+json_t *tsr_kube_cache_pod(struct tsr_kube_cache *c, const char *ns, const char *name);
+
+/* The Pod (of the watched node) whose metadata.uid is uid, or NULL. A scan: O(pods held). */
+json_t *tsr_kube_cache_pod_by_uid(struct tsr_kube_cache *c, const char *uid);
+
+/*
+ * A new JSON array (json_decref) of every Pod held, one consistent snapshot, in no particular
+ * order; an empty array when Pods are not watched; NULL when out of memory.
+ */
+json_t *tsr_kube_cache_pods(struct tsr_kube_cache *c);
+
 /* ---- additions: tuning, readiness wait and counters (tests, metrics) ----------------------- */
 
-/* The resources, for tsr_kube_cache_stats. */
+/* The resources, for the mask, the change callback and tsr_kube_cache_stats. */
 enum tsr_kube_cache_resource {
         TSR_KUBE_CACHE_INSTANCETYPES,
         TSR_KUBE_CACHE_LOCALQUEUES,
@@ -85,16 +108,31 @@ enum tsr_kube_cache_resource {
         TSR_KUBE_CACHE_KVCACHEPOOLS,
         TSR_KUBE_CACHE_KVCACHEBACKENDS,
         TSR_KUBE_CACHE_SETTINGS,
+        TSR_KUBE_CACHE_PODS, /* core v1 Pods with spec.nodeName = opts.pods_node */
         TSR_KUBE_CACHE_N_RESOURCES,
 };
+
+/* The mask bit of resource r. */
+#define TSR_KUBE_CACHE_BIT(r) (1u << (r))
+
+/* Every resource the webhook reads: the default mask. */
+#define TSR_KUBE_CACHE_WEBHOOK_RESOURCES                                                           \
+        (TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_INSTANCETYPES) |                                        \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_LOCALQUEUES) |                                          \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_CLUSTERQUEUES) |                                        \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_KVCACHEPOOLBINDINGS) |                                  \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_KVCACHEPOOLS) |                                         \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_KVCACHEBACKENDS) |                                      \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_SETTINGS))
 
 /* The resource's plural name ("instancetypes"). */
 const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r);
 
 /*
- * Watcher tuning; zero fields take the defaults shown. The n-th consecutive failure waits
+ * What to watch and how; zero fields take the defaults shown. The n-th consecutive failure waits
  * backoff_initial_ms * 2^(n-1) plus up to half again (jitter), at most backoff_max_ms, or longer
- * when a 429 or 503 said Retry-After (still capped).
+ * when a 429 or 503 said Retry-After (still capped). The strings are read during
+ * tsr_kube_cache_new_opts only.
  */
 struct tsr_kube_cache_opts {
         unsigned backoff_initial_ms;    /* 500 */
@@ -102,9 +140,18 @@ struct tsr_kube_cache_opts {
         long watch_timeout_s;           /* 300: timeoutSeconds of each watch (the server ends it) */
         long page_limit;                /* 500: list page size */
         const char *settings_namespace; /* "gpustack-system": where the Settings are read */
+        unsigned resources;             /* TSR_KUBE_CACHE_BIT mask; 0: the webhook's set */
+        const char *pods_node;          /* the node whose Pods are watched; required with PODS */
+        /* Called as the file comment says; NULL: none. ctx is passed back, borrowed. */
+        void (*on_change)(void *ctx, enum tsr_kube_cache_resource r);
+        void *ctx;
 };
 
-/* tsr_kube_cache_new with tuning (opts may be NULL: the defaults). Same returns. */
+/*
+ * tsr_kube_cache_new with tuning (opts may be NULL: the defaults). Same returns, and TSR_EINVAL
+ * for a mask naming no known resource or an unknown one, or Pods without a valid pods_node (a
+ * node name: 1 to 253 characters, no ',', '=', '\' or '/').
+ */
 int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kube_cache_opts *opts,
                             struct tsr_kube_cache **out, struct tsr_diag *diag);
 

@@ -21,8 +21,16 @@
  *   token rotation     the fake stops accepting the old token and the watches are cut: the 401s
  *                      are retried, and once the token file holds the new token the cache
  *                      recovers and sees changes made meanwhile
+ *   node pods          a second cache, Pods only, for one node: the field selector keeps the
+ *                      Pods of other nodes and unscheduled ones out of both the list and the
+ *                      watch; lookups by name and uid, the snapshot; the change callback fires
+ *                      (outside the lock: it reads the cache) on the first list and on each
+ *                      ADDED, MODIFIED and DELETED, for the Pods only; the webhook's resources
+ *                      are not watched; bad masks and a missing node name are refused
  *   shutdown           tsr_kube_cache_free returns promptly with watches open, with watches held
  *                      by the server, and while retrying against a dead server
+ *
+ * The main cache runs with the default mask, the webhook's: it never lists or watches Pods.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,7 +58,16 @@
 #define IT_PATH "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
 #define CQ_PATH "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 #define LQ_NS   "/apis/kueue.x-k8s.io/v1beta2/namespaces/"
+#define POD_NS  "/api/v1/namespaces/"
 #define WAIT_MS 10000
+
+/* How many watchers the main cache (the default, webhook mask) runs. */
+#define WEBHOOK_WATCHERS __builtin_popcount(TSR_KUBE_CACHE_WEBHOOK_RESOURCES)
+
+static bool webhook_watched(int r)
+{
+        return (TSR_KUBE_CACHE_WEBHOOK_RESOURCES & TSR_KUBE_CACHE_BIT(r)) != 0;
+}
 
 struct world {
         char dir[256];
@@ -288,6 +305,20 @@ static void test_initial_sync(void **state)
         assert_int_equal(stats(TSR_KUBE_CACHE_LOCALQUEUES).objects, 2);
         /* Three InstanceTypes at two a page: the list took two requests. */
         assert_true(fake_stat(&W.fake, "rv") >= 7);
+
+        /* The default mask is the webhook's: no Pods. */
+        s = stats(TSR_KUBE_CACHE_PODS);
+        assert_false(s.synced);
+        assert_int_equal(s.lists + s.watches, 0);
+        o = fake_stats(&W.fake);
+        assert_null(json_object_get(json_object_get(o, "lists"), "pods"));
+        assert_null(json_object_get(json_object_get(o, "watches"), "pods"));
+        json_decref(o);
+        o = tsr_kube_cache_pods(W.cache);
+        assert_int_equal(json_array_size(o), 0);
+        json_decref(o);
+        EVENTUALLY(fake_stat(&W.fake, "active_watches") == WEBHOOK_WATCHERS,
+                   "one watch per webhook resource");
 }
 
 struct reader {
@@ -433,7 +464,7 @@ static void test_bookmarks(void **state)
         json_decref(fake_control(&W.fake, "compact", NULL));
         json_decref(fake_control(&W.fake, "drop", NULL));
         EVENTUALLY(stats(TSR_KUBE_CACHE_INSTANCETYPES).watches > s0.watches + 0 &&
-                       fake_stat(&W.fake, "active_watches") == TSR_KUBE_CACHE_N_RESOURCES,
+                       fake_stat(&W.fake, "active_watches") == WEBHOOK_WATCHERS,
                    "the watches reconnect");
         create_it("epsilon", NULL, 1);
         EVENTUALLY(has_it("epsilon"), "a change after the reconnect");
@@ -463,9 +494,10 @@ static void compaction_round(const char *mode, const char *add, const char *del)
         EVENTUALLY(has_it(add) && !has_it(del) && it_n("delta") == 42,
                    "the cache converges after the 410 re-list");
         for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
-                EVENTUALLY(stats((enum tsr_kube_cache_resource)r).relists_gone ==
-                               s0[r].relists_gone + 1,
-                           "each watcher re-lists once after its 410");
+                if (webhook_watched(r))
+                        EVENTUALLY(stats((enum tsr_kube_cache_resource)r).relists_gone ==
+                                       s0[r].relists_gone + 1,
+                                   "each watcher re-lists once after its 410");
         EVENTUALLY(has_cq("cq-during"), "ClusterQueues converge");
         delete_it(add);
         patch_it("delta", "{\"spec\":{\"n\":1}}");
@@ -572,9 +604,202 @@ static void test_token_rotation(void **state)
 
         fake_write_file(W.dir, "token", "t2\n");
         EVENTUALLY(has_it("lambda"), "the cache recovers with the rotated token");
-        EVENTUALLY(fake_stat(&W.fake, "active_watches") == TSR_KUBE_CACHE_N_RESOURCES,
+        EVENTUALLY(fake_stat(&W.fake, "active_watches") == WEBHOOK_WATCHERS,
                    "every watcher watches again");
         assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).watch_failures > s0.watch_failures);
+}
+
+/* ---- a node agent's cache: the Pods of one node -----------------------------------------------
+ */
+
+struct changes {
+        _Atomic(struct tsr_kube_cache *) cache; /* set once new returned */
+        atomic_ulong n[TSR_KUBE_CACHE_N_RESOURCES];
+        atomic_ulong reads; /* snapshots the callback took */
+};
+
+static void on_change(void *ctx, enum tsr_kube_cache_resource r)
+{
+        struct changes *ch = ctx;
+        struct tsr_kube_cache *c = atomic_load(&ch->cache);
+
+        atomic_fetch_add(&ch->n[r], 1);
+        if (c) { /* would deadlock if called under the cache's lock */
+                json_decref(tsr_kube_cache_pods(c));
+                atomic_fetch_add(&ch->reads, 1);
+        }
+}
+
+/* Creates Pod ns/name on node (NULL: unscheduled); returns its uid (static storage). */
+static const char *create_pod(const char *ns, const char *name, const char *node)
+{
+        static char uid[64];
+        char path[128], buf[512];
+        json_t *o;
+
+        snprintf(path, sizeof(path), POD_NS "%s/pods", ns);
+        snprintf(buf, sizeof(buf),
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\"},"
+                 "\"spec\":{%s%s%s\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}",
+                 name, node ? "\"nodeName\":\"" : "", node ? node : "", node ? "\"," : "");
+        o = fake_create(&W.fake, path, buf);
+        snprintf(uid, sizeof(uid), "%s",
+                 json_string_value(json_object_get(json_object_get(o, "metadata"), "uid")));
+        json_decref(o);
+        return uid;
+}
+
+static bool has_pod(struct tsr_kube_cache *c, const char *ns, const char *name)
+{
+        json_t *o = tsr_kube_cache_pod(c, ns, name);
+
+        json_decref(o);
+        return o != NULL;
+}
+
+static const char *pod_label(struct tsr_kube_cache *c, const char *ns, const char *name)
+{
+        static char v[64];
+        json_t *o = tsr_kube_cache_pod(c, ns, name);
+        const char *s = json_string_value(
+            json_object_get(json_object_get(json_object_get(o, "metadata"), "labels"), "k"));
+
+        snprintf(v, sizeof(v), "%s", s ? s : "");
+        json_decref(o);
+        return v;
+}
+
+static unsigned long changes_of(struct changes *ch, enum tsr_kube_cache_resource r)
+{
+        return atomic_load(&ch->n[r]);
+}
+
+static void test_node_pods(void **state)
+{
+        struct tsr_kube_cache_opts o = {.backoff_initial_ms = 20,
+                                        .backoff_max_ms = 200,
+                                        .watch_timeout_s = 30,
+                                        .page_limit = 2,
+                                        .resources = TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_PODS),
+                                        .pods_node = "node-a",
+                                        .on_change = on_change};
+        static struct changes ch;
+        struct tsr_kube_cache *c;
+        struct tsr_diag diag;
+        char uid1[64], uid2[64];
+        unsigned long n0;
+        json_t *pods, *p;
+        size_t i;
+
+        (void)state;
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
+                atomic_init(&ch.n[r], 0);
+        atomic_init(&ch.reads, 0);
+        atomic_init(&ch.cache, NULL);
+        o.ctx = &ch;
+        snprintf(uid1, sizeof(uid1), "%s", create_pod("ml", "p1", "node-a"));
+        snprintf(uid2, sizeof(uid2), "%s", create_pod("ml", "p2", "node-b"));
+        create_pod("ml", "p3", NULL);
+        create_pod("other", "p4", "node-a");
+        create_pod("other", "p5", "node-a-2");
+
+        tsr_diag_clear(&diag);
+        assert_int_equal(tsr_kube_cache_new_opts(W.client, &o, &c, &diag), 0);
+        atomic_store(&ch.cache, c);
+        assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
+
+        /* The list: this node's Pods of every namespace, nobody else's. */
+        pods = tsr_kube_cache_pods(c);
+        assert_int_equal(json_array_size(pods), 2);
+        json_array_foreach(pods, i, p)
+        {
+                json_t *spec = json_object_get(p, "spec");
+
+                assert_string_equal(json_string_value(json_object_get(spec, "nodeName")), "node-a");
+        }
+        json_decref(pods);
+        assert_true(has_pod(c, "ml", "p1") && has_pod(c, "other", "p4"));
+        assert_false(has_pod(c, "ml", "p2") || has_pod(c, "ml", "p3") || has_pod(c, "other", "p5"));
+        assert_false(has_pod(c, NULL, "p1"));
+        p = tsr_kube_cache_pod_by_uid(c, uid1);
+        assert_non_null(p);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(p, "metadata"), "name")), "p1");
+        json_decref(p);
+        assert_null(tsr_kube_cache_pod_by_uid(c, uid2));
+        assert_null(tsr_kube_cache_pod_by_uid(c, NULL));
+        EVENTUALLY(changes_of(&ch, TSR_KUBE_CACHE_PODS) >= 1, "the first list calls back");
+
+        /* Only the Pods are watched. */
+        assert_null(tsr_kube_cache_instancetype(c, "alpha"));
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                struct tsr_kube_cache_stats st;
+
+                tsr_kube_cache_stats(c, (enum tsr_kube_cache_resource)r, &st);
+                if (r == TSR_KUBE_CACHE_PODS)
+                        continue;
+                assert_int_equal(st.lists + st.watches, 0);
+                assert_int_equal(changes_of(&ch, (enum tsr_kube_cache_resource)r), 0);
+        }
+
+        /* ADDED: another node's Pod never shows; a later one of ours does, so the first passed. */
+        n0 = changes_of(&ch, TSR_KUBE_CACHE_PODS);
+        create_pod("ml", "p6", "node-b");
+        create_pod("ml", "p7", "node-a");
+        EVENTUALLY(has_pod(c, "ml", "p7"), "ADDED p7 reaches the cache");
+        assert_false(has_pod(c, "ml", "p6"));
+        EVENTUALLY(changes_of(&ch, TSR_KUBE_CACHE_PODS) > n0, "ADDED calls back");
+
+        /* MODIFIED. */
+        n0 = changes_of(&ch, TSR_KUBE_CACHE_PODS);
+        json_decref(
+            fake_patch(&W.fake, POD_NS "ml/pods/p7", "{\"metadata\":{\"labels\":{\"k\":\"v\"}}}"));
+        EVENTUALLY(!strcmp(pod_label(c, "ml", "p7"), "v"), "MODIFIED p7 reaches the cache");
+        EVENTUALLY(changes_of(&ch, TSR_KUBE_CACHE_PODS) > n0, "MODIFIED calls back");
+
+        /* Another node's Pod changing calls nothing back. */
+        n0 = changes_of(&ch, TSR_KUBE_CACHE_PODS);
+        json_decref(
+            fake_patch(&W.fake, POD_NS "ml/pods/p6", "{\"metadata\":{\"labels\":{\"k\":\"v\"}}}"));
+        fake_delete(&W.fake, POD_NS "ml/pods/p6");
+        json_decref(
+            fake_patch(&W.fake, POD_NS "ml/pods/p7", "{\"metadata\":{\"labels\":{\"k\":\"w\"}}}"));
+        EVENTUALLY(!strcmp(pod_label(c, "ml", "p7"), "w"), "the second MODIFIED of p7");
+        EVENTUALLY(changes_of(&ch, TSR_KUBE_CACHE_PODS) >= n0 + 1, "MODIFIED calls back");
+        assert_int_equal(changes_of(&ch, TSR_KUBE_CACHE_PODS), n0 + 1);
+
+        /* DELETED. */
+        n0 = changes_of(&ch, TSR_KUBE_CACHE_PODS);
+        fake_delete(&W.fake, POD_NS "ml/pods/p7");
+        EVENTUALLY(!has_pod(c, "ml", "p7"), "DELETED p7 leaves the cache");
+        EVENTUALLY(changes_of(&ch, TSR_KUBE_CACHE_PODS) > n0, "DELETED calls back");
+        assert_true(atomic_load(&ch.reads) > 0);
+
+        tsr_kube_cache_free(c);
+        for (const char *const *q =
+                 (const char *const[]){POD_NS "ml/pods/p1", POD_NS "ml/pods/p2",
+                                       POD_NS "ml/pods/p3", POD_NS "other/pods/p4",
+                                       POD_NS "other/pods/p5", NULL};
+             *q; q++)
+                fake_delete(&W.fake, *q);
+}
+
+static void test_bad_opts(void **state)
+{
+        struct tsr_kube_cache_opts o = {.resources = TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_PODS)};
+        struct tsr_kube_cache *c = NULL;
+        struct tsr_diag diag;
+
+        (void)state;
+        tsr_diag_clear(&diag);
+        assert_int_equal(tsr_kube_cache_new_opts(W.client, &o, &c, &diag), TSR_EINVAL);
+        assert_non_null(strstr(diag.msg, "node name"));
+        o.pods_node = "a,b";
+        assert_int_equal(tsr_kube_cache_new_opts(W.client, &o, &c, &diag), TSR_EINVAL);
+        o.pods_node = "node-a";
+        o.resources = 1u << TSR_KUBE_CACHE_N_RESOURCES;
+        assert_int_equal(tsr_kube_cache_new_opts(W.client, &o, &c, &diag), TSR_EINVAL);
+        assert_null(c);
 }
 
 static long time_free(struct tsr_kube_cache *c)
@@ -639,6 +864,8 @@ int main(void)
             cmocka_unit_test(test_failures_backoff),
             cmocka_unit_test(test_not_found_later_keeps_objects),
             cmocka_unit_test(test_token_rotation),
+            cmocka_unit_test(test_node_pods),
+            cmocka_unit_test(test_bad_opts),
             cmocka_unit_test(test_shutdown),
         };
 
