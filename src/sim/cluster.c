@@ -9,8 +9,8 @@
 #include "base/err.h"
 #include "base/fnv.h"
 #include "base/quantity.h"
+#include "codec/devices_object.h"
 #include "core/credits.h"
-#include "core/fit.h"
 #include "core/instancetype.h"
 #include "core/keys.h"
 #include "core/pin.h"
@@ -276,26 +276,14 @@ json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i)
         rc |= set_label(labels, "topology.gpustack.ai/profile", profile);
         if (n->product && !tsr_instancetype_accel_key(n->product, akey, sizeof(akey))) {
                 struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
-                struct tsr_fit_labels fit;
 
                 snprintf(key, sizeof(key), TSR_ACCEL_COUNT_PREFIX "%s", akey);
                 rc |= set_label(labels, key, "true");
                 snprintf(key, sizeof(key), TSR_ACCEL_COUNT_PREFIX "%s.count", akey);
                 snprintf(value, sizeof(value), "%u", n->gpu_count);
                 rc |= set_label(labels, key, value);
-                if (tsr_cluster_ledger(c, i, ledger, NULL) == 0) {
-                        tsr_fit_labels_project(n->caps, ledger, n->gpu_count, &fit);
-                        if (fit.present) {
-                                snprintf(key, sizeof(key), TSR_FIT_SLICED_PREFIX "%s", akey);
-                                snprintf(value, sizeof(value), "%lld",
-                                         (long long)fit.sliced_max_free_units);
-                                rc |= set_label(labels, key, value);
-                                snprintf(key, sizeof(key), TSR_FIT_SHARED_PREFIX "%s", akey);
-                                snprintf(value, sizeof(value), "%lld",
-                                         (long long)fit.shared_free_cards);
-                                rc |= set_label(labels, key, value);
-                        }
-                }
+                if (tsr_cluster_ledger(c, i, ledger, NULL) == 0)
+                        rc |= tsr_devices_fit_labels(n->caps, ledger, n->gpu_count, labels, NULL);
         }
         if (rc) {
                 json_decref(labels);

@@ -7,6 +7,7 @@
 #include "base/diag.h"
 #include "base/err.h"
 #include "base/quantity.h"
+#include "codec/devices_object.h"
 #include "core/instancetype.h"
 #include "sim/table.h"
 
@@ -327,75 +328,12 @@ static int devices_summary(const struct sim_node *n, struct tsr_buf *out)
         return rc;
 }
 
-static json_t *allocation_json(const struct tsr_accel_cap *cap, const struct tsr_accel_ledger *l)
-{
-        json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I}", "id", cap->uuid, "index",
-                              (json_int_t)cap->index, "mode", (json_int_t)l->mode, "allocated",
-                              (json_int_t)l->allocated, "remaining", (json_int_t)l->remaining);
-
-        if (!cap->partitioned) {
-                json_object_set_new(o, "allocatedSlices", json_integer(l->allocated_slices));
-                return o;
-        }
-        json_t *rem = json_array(), *alloc = json_array();
-        uint32_t occupied = tsr_geometry_occupied(cap->product, &l->live);
-
-        for (unsigned i = 0; i < cap->product->n_profiles; i++) {
-                unsigned live = tsr_geometry_live_count(&l->live, i);
-
-                if (!((cap->offered >> i) & 1u))
-                        continue;
-                json_array_append_new(
-                    rem, json_pack("{s:s, s:I}", "name", cap->product->profiles[i].name, "count",
-                                   (json_int_t)tsr_geometry_free_count(&cap->product->profiles[i],
-                                                                       occupied, live)));
-                json_array_append_new(alloc, json_pack("{s:s, s:I}", "name",
-                                                       cap->product->profiles[i].name, "count",
-                                                       (json_int_t)live));
-        }
-        json_object_set_new(o, "remainingProfiles", rem);
-        json_object_set_new(o, "allocatedProfiles", alloc);
-        return o;
-}
-
-static json_t *capability_json(const struct tsr_accel_cap *cap)
-{
-        json_t *st;
-
-        if (!cap->partitioned) {
-                st = json_pack("{s:{s:b, s:I}}", "logicalSliced", "coresPercentageOvercommit",
-                               cap->cores_overcommit, "count", (json_int_t)cap->slice_slots);
-        } else {
-                json_t *profiles = json_array();
-
-                for (unsigned i = 0; i < cap->product->n_profiles; i++) {
-                        const struct tsr_mig_profile *mp = &cap->product->profiles[i];
-
-                        if (!((cap->offered >> i) & 1u))
-                                continue;
-                        json_array_append_new(
-                            profiles,
-                            json_pack("{s:s, s:I, s:I, s:I}", "name", mp->name, "count",
-                                      (json_int_t)tsr_capability_profile_ceiling(cap, i),
-                                      "memoryMib", (json_int_t)tsr_mig_profile_nominal_mib(mp),
-                                      "id", (json_int_t)mp->gi_profile_id));
-                }
-                st = json_pack("{s:{s:I, s:o}}", "partitioned", "count",
-                               (json_int_t)tsr_capability_partition_count(cap), "profiles",
-                               profiles);
-        }
-        return json_pack("{s:s, s:I, s:o}", "id", cap->uuid, "index", (json_int_t)cap->index,
-                         "status", st);
-}
-
 int sim_render_devices(const struct tsr_cluster *c, size_t node, bool json, struct tsr_buf *out,
                        struct tsr_diag *diag)
 {
         const struct sim_node *n = &c->nodes[node];
         struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
-        json_t *spec_acc, *stat_acc;
-        char group[TSR_NAME_MAX];
-        const char *mfr;
+        json_t *obj;
         int rc;
 
         if (!n->product)
@@ -406,25 +344,9 @@ int sim_render_devices(const struct tsr_cluster *c, size_t node, bool json, stru
         if (!json)
                 return devices_summary(n, out);
         rc = tsr_cluster_ledger(c, node, ledger, diag);
-        if (rc)
-                return rc;
-        tsr_instancetype_group_id(n->product, group, sizeof(group));
-        mfr = tsr_catalog_manufacturer(n->product->manufacturer)->key;
-        spec_acc = json_array();
-        stat_acc = json_array();
-        for (unsigned g = 0; g < n->gpu_count; g++) {
-                json_array_append_new(spec_acc, capability_json(&n->caps[g]));
-                json_array_append_new(stat_acc, allocation_json(&n->caps[g], &ledger[g]));
-        }
-        return sim_render_dump(json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s, s:s, s:I, s:o}]}, "
-                                         "s:{s:[{s:s, s:s, s:o}]}}",
-                                         "apiVersion", "worker.gpustack.ai/v1alpha1", "kind",
-                                         "Devices", "metadata", "name", n->name, "spec", "groups",
-                                         "id", group, "manufacturer", mfr, "name", n->product->name,
-                                         "memory", (json_int_t)n->product->vram_mib, "accelerators",
-                                         spec_acc, "status", "groups", "id", group, "manufacturer",
-                                         mfr, "accelerators", stat_acc),
-                               out);
+        if (!rc)
+                rc = tsr_devices_object_build(n->name, n->caps, ledger, n->gpu_count, &obj, diag);
+        return rc ? rc : sim_render_dump(obj, out);
 }
 
 /* ---- Pods --------------------------------------------------------------------------------- */

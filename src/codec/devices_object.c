@@ -1,0 +1,217 @@
+/*
+ * devices_object.c - the Devices object and the fit labels: a JSON rendering of capability x
+ * ledger, computed by core/geometry.c (free and live counts per profile), core/capability.c
+ * (ceilings) and core/fit.c (the labels).
+ */
+#include "codec/devices_object.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "core/fit.h"
+#include "core/geometry.h"
+#include "core/instancetype.h"
+#include "core/keys.h"
+
+#include <stdio.h>
+
+static json_t *allocation_json(const struct tsr_accel_cap *cap, const struct tsr_accel_ledger *l)
+{
+        json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I}", "id", cap->uuid, "index",
+                              (json_int_t)cap->index, "mode", (json_int_t)l->mode, "allocated",
+                              (json_int_t)l->allocated, "remaining", (json_int_t)l->remaining);
+        json_t *rem, *alloc;
+        uint32_t occupied;
+
+        if (!o)
+                return NULL;
+        if (!cap->partitioned) {
+                if (json_object_set_new(o, "allocatedSlices", json_integer(l->allocated_slices))) {
+                        json_decref(o);
+                        return NULL;
+                }
+                return o;
+        }
+        rem = json_array();
+        alloc = json_array();
+        occupied = tsr_geometry_occupied(cap->product, &l->live);
+        for (unsigned i = 0; rem && alloc && i < cap->product->n_profiles; i++) {
+                const struct tsr_mig_profile *mp = &cap->product->profiles[i];
+                unsigned live = tsr_geometry_live_count(&l->live, i);
+
+                if (!((cap->offered >> i) & 1u))
+                        continue;
+                if (json_array_append_new(
+                        rem, json_pack("{s:s, s:I}", "name", mp->name, "count",
+                                       (json_int_t)tsr_geometry_free_count(mp, occupied, live))) ||
+                    json_array_append_new(alloc, json_pack("{s:s, s:I}", "name", mp->name, "count",
+                                                           (json_int_t)live))) {
+                        json_decref(rem);
+                        rem = NULL;
+                }
+        }
+        if (!rem || !alloc) {
+                json_decref(rem);
+                json_decref(alloc);
+                json_decref(o);
+                return NULL;
+        }
+        /* json_object_set_new takes its value even when it fails. */
+        if (json_object_set_new(o, "remainingProfiles", rem) |
+            json_object_set_new(o, "allocatedProfiles", alloc)) {
+                json_decref(o);
+                return NULL;
+        }
+        return o;
+}
+
+static json_t *capability_json(const struct tsr_accel_cap *cap)
+{
+        json_t *st, *profiles;
+
+        if (!cap->partitioned) {
+                st = json_pack("{s:{s:b, s:I}}", "logicalSliced", "coresPercentageOvercommit",
+                               cap->cores_overcommit, "count", (json_int_t)cap->slice_slots);
+        } else {
+                profiles = json_array();
+                for (unsigned i = 0; profiles && i < cap->product->n_profiles; i++) {
+                        const struct tsr_mig_profile *mp = &cap->product->profiles[i];
+
+                        if (!((cap->offered >> i) & 1u))
+                                continue;
+                        if (json_array_append_new(
+                                profiles,
+                                json_pack("{s:s, s:I, s:I, s:I}", "name", mp->name, "count",
+                                          (json_int_t)tsr_capability_profile_ceiling(cap, i),
+                                          "memoryMib", (json_int_t)tsr_mig_profile_nominal_mib(mp),
+                                          "id", (json_int_t)mp->gi_profile_id))) {
+                                json_decref(profiles);
+                                profiles = NULL;
+                        }
+                }
+                st = profiles ? json_pack("{s:{s:I, s:o}}", "partitioned", "count",
+                                          (json_int_t)tsr_capability_partition_count(cap),
+                                          "profiles", profiles)
+                              : NULL;
+        }
+        return st ? json_pack("{s:s, s:I, s:o}", "id", cap->uuid, "index", (json_int_t)cap->index,
+                              "status", st)
+                  : NULL;
+}
+
+/* The common product of caps[0..n), or NULL (none, or TSR_EINVAL in *rc for a mix). */
+static const struct tsr_product *product_of(const struct tsr_accel_cap *caps, size_t n, int *rc,
+                                            struct tsr_diag *diag)
+{
+        *rc = 0;
+        for (size_t i = 1; i < n; i++)
+                if (caps[i].product != caps[0].product) {
+                        *rc = tsr_diag_set(diag, TSR_EINVAL,
+                                           "accelerators %zu and 0 are of different products", i);
+                        return NULL;
+                }
+        return n ? caps[0].product : NULL;
+}
+
+static int groups_json(const char *group, const char *mfr, const struct tsr_product *p,
+                       const struct tsr_accel_cap *caps, const struct tsr_accel_ledger *ledger,
+                       size_t n, json_t **spec, json_t **status)
+{
+        json_t *spec_acc = json_array(), *stat_acc = json_array();
+
+        for (size_t g = 0; spec_acc && stat_acc && g < n; g++)
+                if (json_array_append_new(spec_acc, capability_json(&caps[g])) ||
+                    json_array_append_new(stat_acc, allocation_json(&caps[g], &ledger[g]))) {
+                        json_decref(spec_acc);
+                        spec_acc = NULL;
+                }
+        if (!spec_acc || !stat_acc) {
+                json_decref(spec_acc);
+                json_decref(stat_acc);
+                return TSR_ENOMEM;
+        }
+        *spec = json_pack("{s:s, s:s, s:s, s:I, s:o}", "id", group, "manufacturer", mfr, "name",
+                          p->name, "memory", (json_int_t)p->vram_mib, "accelerators", spec_acc);
+        *status = json_pack("{s:s, s:s, s:o}", "id", group, "manufacturer", mfr, "accelerators",
+                            stat_acc);
+        if (!*spec || !*status) {
+                json_decref(*spec);
+                json_decref(*status);
+                return TSR_ENOMEM;
+        }
+        return 0;
+}
+
+int tsr_devices_object_build(const char *node, const struct tsr_accel_cap *caps,
+                             const struct tsr_accel_ledger *ledger, size_t n, json_t **out,
+                             struct tsr_diag *diag)
+{
+        const struct tsr_product *p;
+        json_t *spec_groups = json_array(), *stat_groups = json_array(), *spec, *status, *o;
+        char group[TSR_NAME_MAX];
+        int rc;
+
+        p = product_of(caps, n, &rc, diag);
+        if (rc || !spec_groups || !stat_groups) {
+                json_decref(spec_groups);
+                json_decref(stat_groups);
+                return rc ? rc : tsr_diag_set(diag, TSR_ENOMEM, "Devices %s: out of memory", node);
+        }
+        if (p) {
+                rc = tsr_instancetype_group_id(p, group, sizeof(group));
+                if (!rc)
+                        rc = groups_json(group, tsr_catalog_manufacturer(p->manufacturer)->key, p,
+                                         caps, ledger, n, &spec, &status);
+                if (!rc && (json_array_append_new(spec_groups, spec) |
+                            json_array_append_new(stat_groups, status)))
+                        rc = TSR_ENOMEM;
+                if (rc) {
+                        json_decref(spec_groups);
+                        json_decref(stat_groups);
+                        return tsr_diag_set(diag, rc, "Devices %s: %s", node,
+                                            rc == TSR_ENOMEM ? "out of memory"
+                                                             : "group id too long");
+                }
+        }
+        o = json_pack("{s:s, s:s, s:{s:s}, s:{s:o}, s:{s:o}}", "apiVersion",
+                      TSR_DEVICES_API_VERSION, "kind", TSR_DEVICES_KIND, "metadata", "name", node,
+                      "spec", "groups", spec_groups, "status", "groups", stat_groups);
+        if (!o)
+                return tsr_diag_set(diag, TSR_ENOMEM, "Devices %s: out of memory", node);
+        *out = o;
+        return 0;
+}
+
+/* Sets prefix+akey to v; a key that is not a valid label key is skipped (upstream does). */
+static int set_label(json_t *labels, const char *prefix, const char *akey, int64_t v)
+{
+        char key[TSR_NAME_MAX + 64], value[24];
+
+        snprintf(key, sizeof(key), "%s%s", prefix, akey);
+        if (!tsr_key_is_resource_name(key))
+                return 0;
+        snprintf(value, sizeof(value), "%lld", (long long)v);
+        return json_object_set_new(labels, key, json_string(value)) ? TSR_ENOMEM : 0;
+}
+
+int tsr_devices_fit_labels(const struct tsr_accel_cap *caps, const struct tsr_accel_ledger *ledger,
+                           size_t n, json_t *labels, struct tsr_diag *diag)
+{
+        const struct tsr_product *p;
+        struct tsr_fit_labels fit;
+        char akey[TSR_NAME_MAX];
+        int rc;
+
+        p = product_of(caps, n, &rc, diag);
+        if (rc || !p)
+                return rc;
+        tsr_fit_labels_project(caps, ledger, n, &fit);
+        if (!fit.present)
+                return 0;
+        if (tsr_instancetype_accel_key(p, akey, sizeof(akey)))
+                return tsr_diag_set(diag, TSR_ETOOBIG, "the accelerator key of %s is too long",
+                                    p->name);
+        rc = set_label(labels, TSR_FIT_SLICED_PREFIX, akey, fit.sliced_max_free_units);
+        if (!rc)
+                rc = set_label(labels, TSR_FIT_SHARED_PREFIX, akey, fit.shared_free_cards);
+        return rc ? tsr_diag_set(diag, rc, "fit labels: out of memory") : 0;
+}
