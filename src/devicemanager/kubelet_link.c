@@ -43,6 +43,10 @@ struct tsr_dm_link {
         pthread_t thread;
         pthread_mutex_t mu; /* guards stats */
         struct tsr_dm_link_stats stats;
+        /* kubelet.sock as it was when a Register last succeeded (link thread only). */
+        bool have_kubelet_id;
+        dev_t kubelet_dev;
+        ino_t kubelet_ino;
 };
 
 static void logf_(struct tsr_dm_link *l, const char *level, const char *fmt, ...)
@@ -84,10 +88,13 @@ static bool register_one(struct tsr_dm_link *l, struct endpoint *e)
         V1beta1__DevicePluginOptions o;
         struct tsr_grpc_status st = {0};
         struct tsr_buf out;
+        struct stat id;
         size_t len;
         uint8_t *bytes;
 
         snprintf(kubelet, sizeof(kubelet), "%s/%s", l->dir, KUBELET_SOCKET);
+        if (stat(kubelet, &id))
+                return false; /* no kubelet yet: its kubelet.sock wakes the link */
         snprintf(resource, sizeof(resource), "%s", tsr_dm_plugin_resource(e->plugin));
         v1beta1__device_plugin_options__init(&o);
         o.get_preferred_allocation_available = 1;
@@ -116,6 +123,9 @@ static bool register_one(struct tsr_dm_link *l, struct endpoint *e)
         }
         free(bytes);
         tsr_buf_release(&out);
+        l->have_kubelet_id = true;
+        l->kubelet_dev = id.st_dev;
+        l->kubelet_ino = id.st_ino;
         pthread_mutex_lock(&l->mu);
         l->stats.registrations++;
         pthread_mutex_unlock(&l->mu);
@@ -130,13 +140,22 @@ static bool exists(const char *path)
         return stat(path, &sb) == 0;
 }
 
-/* True when the kubelet restarted: one of our sockets is gone. */
-static bool sockets_gone(const struct tsr_dm_link *l)
+/*
+ * True when the kubelet restarted: one of our sockets is gone, or kubelet.sock is another file
+ * than the one we registered through. Judged by the files themselves, never by inotify's names:
+ * the link's own unlink of a socket it serves again must not count as a restart.
+ */
+static bool kubelet_restarted(const struct tsr_dm_link *l)
 {
+        char kubelet[4200];
+        struct stat sb;
+
         for (size_t i = 0; i < l->n; i++)
                 if (l->ep[i].server && !exists(l->ep[i].path))
                         return true;
-        return false;
+        snprintf(kubelet, sizeof(kubelet), "%s/%s", l->dir, KUBELET_SOCKET);
+        return l->have_kubelet_id && !stat(kubelet, &sb) &&
+               (sb.st_dev != l->kubelet_dev || sb.st_ino != l->kubelet_ino);
 }
 
 static void restart_servers(struct tsr_dm_link *l)
@@ -149,14 +168,16 @@ static void restart_servers(struct tsr_dm_link *l)
                 if (serve(&l->ep[i], &d))
                         logf_(l, "error", "serving %s again failed: %s", l->ep[i].path, d.msg);
         }
+        l->have_kubelet_id = false;
         pthread_mutex_lock(&l->mu);
         l->stats.restarts++;
         l->stats.registered = false;
         pthread_mutex_unlock(&l->mu);
 }
 
-/* Drains inotify; true when kubelet.sock appeared or one of our sockets was deleted. */
-static bool kubelet_event(struct tsr_dm_link *l)
+/* Drains inotify; true when kubelet.sock appeared (a pending Register should not wait out its
+ * backoff). Deletions only wake the loop, which then looks at the files. */
+static bool kubelet_appeared(struct tsr_dm_link *l)
 {
         char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
         bool hit = false;
@@ -168,8 +189,6 @@ static bool kubelet_event(struct tsr_dm_link *l)
 
                         if (ev->len && (ev->mask & IN_CREATE) && !strcmp(ev->name, KUBELET_SOCKET))
                                 hit = true;
-                        for (size_t i = 0; ev->len && (ev->mask & IN_DELETE) && i < l->n; i++)
-                                hit |= !strcmp(ev->name, l->ep[i].name);
                         p += sizeof(*ev) + ev->len;
                 }
         }
@@ -185,7 +204,7 @@ static void *link_main(void *arg)
         for (;;) {
                 struct pollfd p[2] = {{l->stop_pipe[0], POLLIN, 0}, {l->inotify_fd, POLLIN, 0}};
                 struct timespec now;
-                bool all = true, restart;
+                bool all = true, appeared;
                 int wait_ms = CHECK_MS;
 
                 clock_gettime(CLOCK_MONOTONIC, &now);
@@ -217,9 +236,12 @@ static void *link_main(void *arg)
                         break;
                 if (p[0].revents)
                         break;
-                restart = (p[1].revents && kubelet_event(l)) || sockets_gone(l);
-                if (!restart)
+                appeared = p[1].revents && kubelet_appeared(l);
+                if (!kubelet_restarted(l)) {
+                        if (appeared)
+                                next = (struct timespec){0};
                         continue;
+                }
                 logf_(l, "info", "the kubelet restarted: serving and registering again");
                 restart_servers(l);
                 next = (struct timespec){0};

@@ -9,9 +9,12 @@
  * options (preferred allocation available). A Register that fails is retried with capped
  * backoff (0.5 s doubling to 10 s).
  * A kubelet restart deletes every socket in the directory and recreates kubelet.sock: the link
- * watches the directory (inotify: kubelet.sock created, one of our sockets deleted) and checks
- * every second that our sockets still exist; then it stops every plugin server (open
- * ListAndWatch streams end), starts them again and registers every plugin anew.
+ * watches the directory (inotify wakes it; every second it looks anyway) and judges by the files
+ * alone: one of our sockets gone, or kubelet.sock another inode than the one the last successful
+ * Register went through. Then it stops every plugin server (open ListAndWatch streams end),
+ * starts them again and registers every plugin anew, once kubelet.sock exists (its creation
+ * cuts a pending backoff short). The link's own unlinks never count, so one kubelet restart is
+ * one restart of the servers however its deletions and creations interleave.
  *
  * Threads: one link thread does all of this; Register calls run on it while the servers'
  * own threads answer the kubelet. Ownership: the plugins are borrowed until stop returns.

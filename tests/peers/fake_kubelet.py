@@ -257,10 +257,13 @@ class FakeKubelet:
                        for a in self.allocations]
             reg = {n: [d for d, v in r.devices.items() if v["health"] == "Healthy"]
                    for n, r in self.resources.items()}
-        path = os.path.join(self.plugin_dir, CHECKPOINT)
-        with open(path + ".tmp", "w") as f:
-            json.dump({"Data": {"PodDeviceEntries": entries, "RegisteredDevices": reg}, "Checksum": 0}, f)
-        os.replace(path + ".tmp", path)
+            # Under the (reentrant) lock: a ListAndWatch thread and an Allocate may write at once,
+            # and they share the temporary file.
+            path = os.path.join(self.plugin_dir, CHECKPOINT)
+            with open(path + ".tmp", "w") as f:
+                json.dump({"Data": {"PodDeviceEntries": entries, "RegisteredDevices": reg},
+                           "Checksum": 0}, f)
+            os.replace(path + ".tmp", path)
 
     # ---- Registration (§2.2) ---------------------------------------------------------------------
     def _register(self, req, context):
