@@ -7,6 +7,8 @@
 #include "base/err.h"
 #include "cli/device_manager_cmd.h"
 #include "cli/nvml_cmd.h"
+#include "cli/read_file.h"
+#include "cli/replay_cmd.h"
 #include "cli/webhook_cmd.h"
 #include "sim/scenario.h"
 
@@ -24,27 +26,11 @@ static void usage(FILE *f)
               "  webhook [opts]  serve the admission webhooks over HTTPS (tessera webhook --help)\n"
               "  device-manager [opts]  serve a node's accelerators to the kubelet\n"
               "                  (tessera device-manager --help)\n"
+              "  replay [opts]   replay a GPU trace under the FGD protocol, every policy\n"
+              "                  side by side (tessera replay --help)\n"
               "  nvml probe      show, read-only, what the GPU driver sees (tessera nvml --help)\n"
               "  help            show this text\n",
               f);
-}
-
-static int read_file(const char *path, struct tsr_buf *out)
-{
-        FILE *f = fopen(path, "rb");
-        char chunk[65536];
-        size_t n;
-        int rc = 0;
-
-        if (!f)
-                return TSR_EIO;
-        out->max = SCENARIO_MAX;
-        while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-                rc = tsr_buf_add(out, chunk, n);
-        if (!rc && ferror(f))
-                rc = TSR_EIO;
-        fclose(f);
-        return rc;
 }
 
 static int cmd_sim(int argc, char **argv)
@@ -57,7 +43,7 @@ static int cmd_sim(int argc, char **argv)
                 fputs("usage: tessera sim FILE.yaml\n", stderr);
                 return 2;
         }
-        rc = read_file(argv[1], &text);
+        rc = cli_read_file(argv[1], SCENARIO_MAX, &text);
         if (rc) {
                 fprintf(stderr, "%s: %s\n", argv[1],
                         rc == TSR_ETOOBIG ? "larger than 16 MiB" : "cannot read the file");
@@ -87,6 +73,8 @@ int main(int argc, char **argv)
                 return cli_webhook(argc - 1, argv + 1);
         if (!strcmp(argv[1], "device-manager"))
                 return cli_device_manager(argc - 1, argv + 1);
+        if (!strcmp(argv[1], "replay"))
+                return cli_replay(argc - 1, argv + 1);
         if (!strcmp(argv[1], "nvml"))
                 return cli_nvml(argc - 1, argv + 1);
         if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

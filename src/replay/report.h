@@ -1,0 +1,48 @@
+/*
+ * report.h - what a replay prints: per trace a table of every policy at arrival 100 % (mean and
+ * sample SD over the seeds of GPU allocation, unallocated GPUs, fragmentation rate; the published
+ * FGD-artifact number beside it where there is one), the allocation curve at 80..130 %, a CSV of
+ * every seed's curve, and an SVG plot of unallocated GPU % against arrived workload (80..130 %),
+ * one line per policy, one panel per trace.
+ *
+ * Ownership: the caller's buffers; series borrow their results. Pure.
+ */
+#ifndef TSR_REPLAY_REPORT_H
+#define TSR_REPLAY_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "replay/run.h"
+
+/* Every seed of one policy on one trace. */
+struct tsr_replay_series {
+        enum tsr_policy_id policy;
+        const uint64_t *seeds;
+        const struct tsr_replay_result *runs; /* one per seed */
+        const double *seconds;                /* wall time per seed */
+        size_t n;
+};
+
+/* One trace's runs. */
+struct tsr_replay_trace_report {
+        const char *trace; /* "default" */
+        const struct tsr_replay_setup *setup;
+        const struct tsr_replay_series *series;
+        size_t n_series;
+};
+
+/* Published unallocated GPUs at 100 % for (trace, policy), or -1 when the artifact has none. */
+double tsr_replay_published(const char *trace, const char *policy);
+
+/* The mean over the series' seeds of unallocated GPUs at 100 %. */
+double tsr_replay_mean_unallocated(const struct tsr_replay_setup *s,
+                                   const struct tsr_replay_series *v);
+
+int tsr_replay_report_table(struct tsr_buf *out, const struct tsr_replay_trace_report *t);
+int tsr_replay_report_csv(struct tsr_buf *out, const struct tsr_replay_trace_report *t, size_t n,
+                          int header);
+int tsr_replay_report_svg(struct tsr_buf *out, const struct tsr_replay_trace_report *t, size_t n);
+
+#endif
