@@ -3,7 +3,7 @@
 
 BUILD_DIR := build
 
-.PHONY: all build demo test clean
+.PHONY: all build demo test replay clean
 
 all: build
 
@@ -21,6 +21,14 @@ test: build
 	@rc=0; meson test -C $(BUILD_DIR) --print-errorlogs || rc=$$?; \
 	python3 tools/ci/summarize.py $(BUILD_DIR) || rc=1; \
 	exit $$rc
+
+# The fragmentation benchmark: every pod list of the Alibaba GPU trace, every policy, seeds 42-51.
+TRACES := ../shared/traces/alibaba-gpu-v2023
+replay: build
+	mkdir -p $(BUILD_DIR)/replay
+	./$(BUILD_DIR)/src/cli/tessera replay --nodes $(TRACES)/openb_node_list_gpu_node.csv \
+		$(foreach p,$(wildcard $(TRACES)/openb_pod_list_*.csv),--pods $(p)) \
+		--csv $(BUILD_DIR)/replay/replay.csv --svg $(BUILD_DIR)/replay/replay.svg
 
 clean:
 	rm -rf $(BUILD_DIR) build-ci-gcc build-ci-asan build-ci-tsan build-ci-fuzz
