@@ -7,15 +7,9 @@
 # bench_webhook with them. Further arguments go to bench_webhook, for example
 #   bench/run.sh build --seconds 5 --concurrency 1,8,32 --threads 8
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-build}
+. "$(dirname "$0")/common.sh"
+bench_build "${1:-build}" bench/bench_webhook
 [ $# -gt 0 ] && shift
-case $build in /*) ;; *) build=$top/$build ;; esac
-
-if [ ! -f "$build/build.ninja" ]; then
-	meson setup "$build" "$top" >/dev/null
-fi
-ninja -C "$build" bench/bench_webhook >/dev/null
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
