@@ -19,7 +19,6 @@ struct reservation {
         char uid[128], ns[254], name[254];
         struct tsr_container_allocation alloc;
         bool recorded; /* the annotation write succeeded (the watch may lag behind it) */
-        bool seen;     /* the Pod was in a snapshot since the reservation */
 };
 
 struct subscriber {
@@ -122,7 +121,8 @@ void tsr_dm_agent_changed(struct tsr_dm_agent *a)
 
         pthread_mutex_lock(&a->mu);
         n = a->n_subs < 16 ? a->n_subs : 16;
-        memcpy(subs, a->subs, n * sizeof(*subs));
+        if (n) /* a->subs is NULL until the first subscriber */
+                memcpy(subs, a->subs, n * sizeof(*subs));
         pthread_mutex_unlock(&a->mu);
         for (size_t i = 0; i < n; i++)
                 subs[i].fn(subs[i].ctx);
@@ -173,7 +173,11 @@ static json_t *pod_by_uid(json_t *pods, const char *uid)
         return NULL;
 }
 
-/* Drops reservations the Pods settled: annotated, or their Pod seen and gone. Under mu. */
+/*
+ * Drops reservations the Pods settled: annotated, or their Pod gone. Under mu, with pods fetched
+ * under it too: every reservation was made from an earlier list that held its Pod, so a Pod this
+ * list lacks was deleted since (a list fetched before taking mu may predate the reservation).
+ */
 static void settle(struct tsr_dm_agent *a, json_t *pods)
 {
         struct tsr_container_allocation *alloc;
@@ -189,11 +193,9 @@ static void settle(struct tsr_dm_agent *a, json_t *pods)
                 json_t *p = pod_by_uid(pods, r->uid);
                 size_t na = 0;
 
-                if (p) {
-                        r->seen = true;
+                if (p)
                         pod_allocation(p, alloc, &na);
-                }
-                if ((p && names_container(alloc, na, r->alloc.container)) || (!p && r->seen)) {
+                if (!p || names_container(alloc, na, r->alloc.container)) {
                         memmove(r, r + 1, (a->n_res - k - 1) * sizeof(*r));
                         a->n_res--;
                         continue;
@@ -243,14 +245,17 @@ static int build_ledger(struct tsr_dm_agent *a, json_t *pods, struct tsr_accel_l
         return rc;
 }
 
-/* The Pods now, the reservations settled, and the ledger. Under mu; *pods is a new reference. */
+/*
+ * The Pods now, the reservations settled, and the ledger. Under mu; *pods is a new reference.
+ * Pods unknown (the source failed) settle nothing: every reservation stays charged.
+ */
 static int snapshot(struct tsr_dm_agent *a, json_t **pods, struct tsr_accel_ledger *ledger,
                     struct tsr_diag *diag)
 {
         *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
+        settle(a, *pods);
         if (!*pods)
                 *pods = json_array();
-        settle(a, *pods);
         return build_ledger(a, *pods, ledger, diag);
 }
 
@@ -584,9 +589,10 @@ size_t tsr_dm_agent_sync(struct tsr_dm_agent *a)
 {
         char(*uids)[128] = NULL;
         size_t n = 0, left = 0;
-        json_t *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
+        json_t *pods;
 
         pthread_mutex_lock(&a->mu);
+        pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
         settle(a, pods);
         uids = calloc(a->n_res ? a->n_res : 1, sizeof(*uids));
         for (size_t k = 0; uids && k < a->n_res; k++)
@@ -619,19 +625,22 @@ static void add_claims(const struct tsr_container_allocation *c, const char *uid
 int tsr_dm_agent_reclaim(struct tsr_dm_agent *a, struct tsr_mig_reclaimer *r,
                          struct tsr_mig_pass_stats *stats, struct tsr_diag *diag)
 {
-        json_t *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL, *p;
-        size_t n_pods = json_array_size(pods), max_claims, n_live = 0, n_claims = 0, i;
         struct tsr_container_allocation *alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
         const char **live = NULL;
         struct tsr_mig_claim *claims = NULL;
+        size_t n_pods, max_claims, n_live = 0, n_claims = 0, i;
+        json_t *pods, *p;
         int rc;
 
+        pthread_mutex_lock(&a->mu);
+        pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
         if (!pods) {
+                pthread_mutex_unlock(&a->mu);
                 free(alloc);
                 return tsr_diag_set(diag, TSR_ESTALE,
                                     "reclaim skipped: the Pods bound to the node are unknown");
         }
-        pthread_mutex_lock(&a->mu);
+        n_pods = json_array_size(pods);
         settle(a, pods);
         max_claims = (n_pods * TSR_ALLOC_CONTAINERS_MAX + a->n_res) * TSR_ALLOC_ACCELS_MAX + 1;
         live = calloc(n_pods + 1, sizeof(*live));

@@ -7,7 +7,8 @@
  * allocation annotations do not show yet. The ledger is rebuilt wholesale on every use from the
  * Pods bound to the node (their annotations; terminating Pods included, finished ones per
  * core/ledger.h) plus those reservations. A reservation is dropped once its Pod's annotation
- * names the container, or once its Pod has been seen and is gone.
+ * names the container, or once its Pod is gone from a list fetched after it was made (the agent
+ * fetches every list it settles reservations by under the node lock).
  *
  * Allocate (spec/upstream-behavior.md §8): under one node-wide mutex, identify the container
  * (pod-resources first when the caller can ask it, else the oldest pending Pod), refuse or settle
@@ -18,8 +19,9 @@
  * device list calls the subscribers (outside the lock), which re-read the lists.
  *
  * Threads: every function is safe from any thread; callbacks (pods, kubelet view, record,
- * subscribers, log) are called without the agent's lock held, except pods and kubelet_view, which
- * Allocate calls under it (they must not call back into the agent).
+ * subscribers, log) are called without the agent's lock held, except kubelet_view, which Allocate
+ * calls under it, and pods, called under it except while an annotation is being recorded (neither
+ * may call back into the agent).
  * Ownership: tsr_dm_agent_new copies caps; opts' functions and contexts are borrowed for the
  * agent's life; the store and backend are borrowed too.
  */
