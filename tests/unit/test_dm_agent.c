@@ -1,0 +1,1210 @@
+/*
+ * test_dm_agent.c - devicemanager/agent.h on a node of eight fake H100 80GB HBM3 (GPUs 0-2 MIG
+ * on, 3-7 off; nvml/fake.h, detected by nvml/detect.h) with a memory MIG marker store. The test
+ * keeps the node's Pods (jansson, behind its own mutex): the pods callback answers a deep copy,
+ * record writes the allocation annotation onto the Pod (uid checked), and the kubelet answers no
+ * pod-resources, so the agent names each container by the oldest pending Pod. The fake backend is
+ * reached through a vtable that holds a mutex across every call (a backend object is used by one
+ * thread at a time), so the checker can read the GPUs while the agent carves and reclaims.
+ *   allocate    an exclusive pair granted, recorded on the Pod, the subscriber told; a share on a
+ *               card held exclusively (FailedPrecondition naming the mode; nothing reserved); a
+ *               token of another node or of an unknown GPU (InvalidArgument); a partition carved
+ *               on a MIG GPU, only its MIG device answered, its instance destroyed by the reclaim
+ *               pass that ends the debounce after the Pod is deleted; no pending container
+ *               (Running, already annotated, another count: FailedPrecondition);
+ *   concurrent  WORKERS threads create Pods of random families (seeded per thread) and Allocate
+ *               tokens of random cards, so claims collide; one thread deletes random granted Pods
+ *               and runs reclaim and sync; one checker reads the ledger, every family's device
+ *               list, the Pods and the GPUs while they run. Each annotation write takes 200 us and
+ *               every 7th fails (sync retries it), so reservations carry the ledger for a while.
+ *               Invariants, during the run and at the end: no card holds two modes, and no Pod
+ *               one card twice; an exclusive card is one Pod's; at most TSR_SHARES_PER_ACCEL
+ *               shares on a card; slices within the card's units and slots; partitions only on MIG
+ *               cards, never overlapping, each MIG device one container's and live on its card at
+ *               the recorded placement; no GPU instance on a card out of MIG mode, none
+ *               overlapping; every Pod granted at most once, its annotation what the answer
+ *               injected; every ledger entry passes tsr_ledger_check; every device list holds this
+ *               node's tokens in order, partitioned ones only on MIG cards; every refusal is
+ *               FailedPrecondition. At rest: nothing left to record, the ledger equals the one
+ *               rebuilt from the Pods' annotations and the device lists are that ledger's; then
+ *               with every Pod deleted the ledger is empty and TSR_MIG_RECLAIM_MAX_MISSES passes
+ *               leave no instance and no marker, each carved instance destroyed once. Grants
+ *               (of every family), refusals and failed writes are counted and must be > 0.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "codec/alloc_annotation.h"
+#include "core/geometry.h"
+#include "core/tokens.h"
+#include "devicemanager/agent.h"
+#include "mig/marker_store.h"
+#include "mig/reclaim.h"
+#include "nvml/detect.h"
+#include "nvml/fake.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GPUS              8
+#define NS                "team-a"
+#define WORKERS           6
+#define ALLOCS_PER_WORKER 50
+#define PODS_MAX          (WORKERS * ALLOCS_PER_WORKER + 16)
+#define LIVE_MAX          3 /* granted Pods the deleter leaves */
+
+/* The families the workers draw from. */
+static const enum tsr_family families[] = {TSR_FAMILY_EXCLUSIVE, TSR_FAMILY_SHARED,
+                                           TSR_FAMILY_SLICED, TSR_FAMILY_PARTITIONED};
+#define FAMILIES (sizeof(families) / sizeof(families[0]))
+
+/* H100 profiles the workers ask for, with their units (memory slices x 200,000). */
+static const struct {
+        const char *name;
+        int64_t units;
+} profiles[] = {{"1g.10gb", 200000}, {"2g.20gb", 400000}, {"3g.40gb", 800000}};
+
+struct pod {
+        char name[32];
+        json_t *obj;                      /* NULL once deleted */
+        enum tsr_family f;                /* what it requests */
+        bool granted;                     /* an Allocate answered OK for it */
+        char visible[TSR_DP_VISIBLE_MAX]; /* what that answer injected */
+        bool unrecorded;                  /* the last annotation write failed (sync retries) */
+};
+
+struct node {
+        struct tsr_fake_gpus *fake;
+        pthread_mutex_t gpu_mu; /* held across every call on fake */
+        struct tsr_mig_store *store;
+        struct tsr_mig_reclaimer *reclaimer;
+        struct tsr_accel_cap caps[GPUS];
+        size_t n_caps;
+        unsigned bound[GPUS], n_bound; /* cards out of MIG mode */
+        unsigned mig[GPUS], n_mig;     /* cards in MIG mode */
+        struct tsr_dm_agent *agent;
+        atomic_uint kubelet_asked;
+        /* the API server: each write takes record_lag_us; every record_fail_every-th fails */
+        unsigned record_lag_us, record_fail_every;
+        atomic_uint records, record_failures;
+        pthread_mutex_t mu; /* guards pods and n_pods */
+        struct pod pods[PODS_MAX];
+        size_t n_pods;
+        pthread_mutex_t viol_mu; /* guards violations and first (a leaf lock) */
+        unsigned violations;
+        char first[512];
+};
+
+static struct node N;
+
+/* ---- the fake backend behind gpu_mu -------------------------------------------------------- */
+
+#define LOCKED(be, op, ...)                                                                        \
+        do {                                                                                       \
+                struct node *n_ = (be);                                                            \
+                int rc_;                                                                           \
+                pthread_mutex_lock(&n_->gpu_mu);                                                   \
+                rc_ = tsr_fake_gpu_ops.op(n_->fake, __VA_ARGS__);                                  \
+                pthread_mutex_unlock(&n_->gpu_mu);                                                 \
+                return rc_;                                                                        \
+        } while (0)
+
+static int l_driver_version(void *be, char *out, size_t len)
+{
+        LOCKED(be, driver_version, out, len);
+}
+
+static int l_device_count(void *be, unsigned *out)
+{
+        LOCKED(be, device_count, out);
+}
+
+static int l_device_info(void *be, unsigned gpu, struct tsr_gpu_info *out)
+{
+        LOCKED(be, device_info, gpu, out);
+}
+
+static int l_profile_info(void *be, unsigned gpu, unsigned nvml_index,
+                          struct tsr_gpu_profile_info *out)
+{
+        LOCKED(be, profile_info, gpu, nvml_index, out);
+}
+
+static int l_placements(void *be, unsigned gpu, unsigned gi_profile_id,
+                        struct tsr_gpu_placement *out, size_t max, size_t *n)
+{
+        LOCKED(be, placements, gpu, gi_profile_id, out, max, n);
+}
+
+static int l_gi_create(void *be, unsigned gpu, unsigned gi_profile_id, unsigned start,
+                       unsigned *gi_id)
+{
+        LOCKED(be, gi_create, gpu, gi_profile_id, start, gi_id);
+}
+
+static int l_ci_create(void *be, unsigned gpu, unsigned gi_id, unsigned *ci_id,
+                       char uuid[TSR_GPU_UUID_MAX])
+{
+        LOCKED(be, ci_create, gpu, gi_id, ci_id, uuid);
+}
+
+static int l_ci_destroy(void *be, unsigned gpu, unsigned gi_id, unsigned ci_id)
+{
+        LOCKED(be, ci_destroy, gpu, gi_id, ci_id);
+}
+
+static int l_gi_destroy(void *be, unsigned gpu, unsigned gi_id)
+{
+        LOCKED(be, gi_destroy, gpu, gi_id);
+}
+
+static int l_gi_list(void *be, unsigned gpu, struct tsr_gpu_instance *out, size_t max, size_t *n)
+{
+        LOCKED(be, gi_list, gpu, out, max, n);
+}
+
+/* The fake's detail is valid until its next call: copied, under the lock, per thread. */
+static const char *l_error_detail(void *be)
+{
+        static _Thread_local char detail[512];
+        struct node *n = be;
+
+        pthread_mutex_lock(&n->gpu_mu);
+        snprintf(detail, sizeof(detail), "%s", tsr_fake_gpu_ops.error_detail(n->fake));
+        pthread_mutex_unlock(&n->gpu_mu);
+        return detail;
+}
+
+static const struct tsr_gpu_ops locked_ops = {
+    l_driver_version, l_device_count, l_device_info, l_profile_info, l_placements,   l_gi_create,
+    l_ci_create,      l_ci_destroy,   l_gi_destroy,  l_gi_list,      l_error_detail,
+};
+
+/* ---- the node's Pods ----------------------------------------------------------------------- */
+
+static void violation(struct node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Records a broken invariant (any thread); the test thread fails on the first one. */
+static void violation(struct node *n, const char *fmt, ...)
+{
+        va_list ap;
+
+        pthread_mutex_lock(&n->viol_mu);
+        if (!n->violations++) {
+                va_start(ap, fmt);
+                vsnprintf(n->first, sizeof(n->first), fmt, ap);
+                va_end(ap);
+        }
+        pthread_mutex_unlock(&n->viol_mu);
+}
+
+/* Fails on the violations recorded so far (once: they are cleared). Only the test thread. */
+static void assert_no_violation(struct node *n)
+{
+        unsigned k = n->violations;
+
+        n->violations = 0;
+        if (k)
+                fail_msg("%u invariant violation(s), the first: %s", k, n->first);
+}
+
+/* The live Pod named name, or NULL. Under mu. */
+static struct pod *find_pod(struct node *n, const char *name)
+{
+        for (size_t i = 0; i < n->n_pods; i++)
+                if (n->pods[i].obj && !strcmp(n->pods[i].name, name))
+                        return &n->pods[i];
+        return NULL;
+}
+
+/* The live Pod an answer names ("team-a/<name>"), or NULL. Under mu. */
+static struct pod *answered_pod(struct node *n, const struct tsr_dm_answer *a)
+{
+        return strncmp(a->pod, NS "/", sizeof(NS)) ? NULL : find_pod(n, a->pod + sizeof(NS));
+}
+
+/* Adds Pod name with container "main" limited to limits (taken), in phase. Any thread. */
+static void add_pod(struct node *n, const char *name, enum tsr_family f, json_t *limits,
+                    const char *phase)
+{
+        char uid[48], ts[48];
+        struct pod *p;
+        size_t k;
+
+        pthread_mutex_lock(&n->mu);
+        k = n->n_pods++;
+        p = &n->pods[k];
+        snprintf(p->name, sizeof(p->name), "%s", name);
+        snprintf(uid, sizeof(uid), "uid-%s", name);
+        snprintf(ts, sizeof(ts), "2025-01-01T%02zu:%02zu:%02zuZ", k / 3600, k / 60 % 60, k % 60);
+        p->f = f;
+        p->obj = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:{s:s, s:[{s:s, s:s, s:{s:o}}]}, "
+                           "s:{s:s}}",
+                           "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace",
+                           NS, "uid", uid, "creationTimestamp", ts, "spec", "nodeName", "node-a",
+                           "containers", "name", "main", "image", "x", "resources", "limits",
+                           limits, "status", "phase", phase);
+        pthread_mutex_unlock(&n->mu);
+}
+
+static void delete_pod(struct pod *p)
+{
+        if (!p)
+                return;
+        json_decref(p->obj);
+        p->obj = NULL;
+}
+
+/* The limits of a Pod of family f: count cards, or one slice / partition of units. */
+static json_t *limits_of(enum tsr_family f, unsigned count, const char *profile, int64_t units)
+{
+        char c[16], u[24], key[96];
+
+        snprintf(c, sizeof(c), "%u", count);
+        snprintf(u, sizeof(u), "%lld", (long long)units);
+        switch (f) {
+        case TSR_FAMILY_SHARED:
+                return json_pack("{s:s}", "nvidia.com/gpu.shared", c);
+        case TSR_FAMILY_SLICED:
+                return json_pack("{s:s, s:s}", "nvidia.com/gpu.sliced", "1",
+                                 "nvidia.com/gpu.sliced.units", u);
+        case TSR_FAMILY_PARTITIONED:
+                snprintf(key, sizeof(key), "nvidia.com/gpu.partitioned.mig-%s", profile);
+                return json_pack("{s:s, s:s, s:s}", "nvidia.com/gpu.partitioned", "1", key, "1",
+                                 "nvidia.com/gpu.partitioned.units", u);
+        default:
+                return json_pack("{s:s}", "nvidia.com/gpu", c);
+        }
+}
+
+static json_t *pods_cb(void *ctx)
+{
+        struct node *n = ctx;
+        json_t *arr = json_array();
+
+        pthread_mutex_lock(&n->mu);
+        for (size_t i = 0; i < n->n_pods; i++)
+                if (n->pods[i].obj)
+                        json_array_append_new(arr, json_deep_copy(n->pods[i].obj));
+        pthread_mutex_unlock(&n->mu);
+        return arr;
+}
+
+static void nap(long us)
+{
+        struct timespec ts = {0, us * 1000};
+
+        nanosleep(&ts, NULL);
+}
+
+static int record_cb(void *ctx, const char *ns, const char *name, const char *uid, const char *json,
+                     struct tsr_diag *diag)
+{
+        struct node *n = ctx;
+        unsigned k = atomic_fetch_add(&n->records, 1) + 1;
+        struct pod *p;
+        json_t *md, *ann;
+
+        if (n->record_lag_us)
+                nap(n->record_lag_us);
+        pthread_mutex_lock(&n->mu);
+        p = strcmp(ns, NS) ? NULL : find_pod(n, name);
+        md = p ? json_object_get(p->obj, "metadata") : NULL;
+        if (!md || strcmp(json_string_value(json_object_get(md, "uid")), uid)) {
+                pthread_mutex_unlock(&n->mu);
+                return tsr_diag_set(diag, TSR_ENOTFOUND, "pods \"%s\" not found", name);
+        }
+        if (n->record_fail_every && k % n->record_fail_every == 0) {
+                p->unrecorded = true;
+                pthread_mutex_unlock(&n->mu);
+                atomic_fetch_add(&n->record_failures, 1);
+                return tsr_diag_set(diag, TSR_EIO, "the API server timed out");
+        }
+        p->unrecorded = false;
+        ann = json_object_get(md, "annotations");
+        if (!ann) {
+                ann = json_object();
+                json_object_set_new(md, "annotations", ann);
+        }
+        json_object_set_new(ann, TSR_ALLOC_ANNOTATION, json_string(json));
+        pthread_mutex_unlock(&n->mu);
+        return 0;
+}
+
+/* The kubelet serves no pod-resources: the agent falls back to the pending Pods. */
+static int kubelet_view_cb(void *ctx, struct tsr_dp_kubelet_view **kv)
+{
+        struct node *n = ctx;
+
+        (void)kv;
+        atomic_fetch_add(&n->kubelet_asked, 1);
+        return TSR_EIO;
+}
+
+/* The allocation annotation of Pod p (NULL: none), or NULL. Under mu. */
+static const char *annotation(const struct pod *p)
+{
+        return p ? json_string_value(json_object_get(
+                       json_object_get(json_object_get(p->obj, "metadata"), "annotations"),
+                       TSR_ALLOC_ANNOTATION))
+                 : NULL;
+}
+
+/*
+ * The decoded annotation of Pod p into alloc[0..max): its count (0 when absent), SIZE_MAX when
+ * it does not decode. Under mu.
+ */
+static size_t annotation_of(const struct pod *p, struct tsr_container_allocation *alloc, size_t max)
+{
+        const char *v = annotation(p);
+        size_t na = 0;
+
+        if (v && tsr_alloc_annotation_decode(v, alloc, max, &na, NULL))
+                return SIZE_MAX;
+        return na;
+}
+
+/* ---- setup --------------------------------------------------------------------------------- */
+
+static int setup(void **state)
+{
+        const bool mig_on[GPUS] = {true, true, true};
+        struct tsr_mig_gpus gpus = {&locked_ops, &N};
+        struct tsr_dm_agent_opts opts = {0};
+        struct tsr_diag d;
+
+        (void)state;
+        memset(&N, 0, sizeof(N));
+        pthread_mutex_init(&N.gpu_mu, NULL);
+        pthread_mutex_init(&N.mu, NULL);
+        pthread_mutex_init(&N.viol_mu, NULL);
+        atomic_init(&N.kubelet_asked, 0);
+        atomic_init(&N.records, 0);
+        atomic_init(&N.record_failures, 0);
+        tsr_diag_clear(&d);
+        assert_int_equal(tsr_fake_gpus_new("node-a",
+                                           tsr_catalog_product_by_name("NVIDIA H100 80GB HBM3"),
+                                           GPUS, mig_on, &N.fake),
+                         0);
+        assert_int_equal(tsr_nvml_detect(&locked_ops, &N, N.caps, GPUS, &N.n_caps, NULL, NULL, &d),
+                         0);
+        assert_int_equal(N.n_caps, GPUS);
+        for (unsigned g = 0; g < GPUS; g++) {
+                if (N.caps[g].partitioned)
+                        N.mig[N.n_mig++] = g;
+                else
+                        N.bound[N.n_bound++] = g;
+        }
+        assert_int_equal(N.n_mig, 3);
+        assert_int_equal(tsr_mig_store_memory_new(&N.store), 0);
+        assert_int_equal(tsr_mig_reclaimer_new(&gpus, N.store, NULL, NULL, &N.reclaimer), 0);
+        opts.gpus = gpus;
+        opts.store = N.store;
+        opts.sliced_gate = true;
+        opts.identify_by_kubelet = true;
+        opts.pods = pods_cb;
+        opts.kubelet_view = kubelet_view_cb;
+        opts.record = record_cb;
+        opts.ctx = &N;
+        assert_int_equal(tsr_dm_agent_new(N.caps, N.n_caps, &opts, &N.agent, &d), 0);
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        assert_no_violation(&N);
+        tsr_dm_agent_free(N.agent);
+        tsr_mig_reclaimer_free(N.reclaimer);
+        tsr_mig_store_free(N.store);
+        tsr_fake_gpus_free(N.fake);
+        for (size_t i = 0; i < N.n_pods; i++)
+                json_decref(N.pods[i].obj);
+        pthread_mutex_destroy(&N.viol_mu);
+        pthread_mutex_destroy(&N.mu);
+        pthread_mutex_destroy(&N.gpu_mu);
+        return 0;
+}
+
+/* Token k of family f on GPU g, into out (TSR_TOKEN_ID_MAX bytes). Any thread. */
+static const char *token(char *out, enum tsr_family f, unsigned g, unsigned k)
+{
+        const struct tsr_dp_node *node = tsr_dm_agent_node(N.agent);
+
+        if (tsr_token_format(out, node->group, N.caps[g].uuid, tsr_token_index(f, k)))
+                violation(&N, "no token %u of GPU %u", k, g);
+        return out;
+}
+
+/* Whether live Pod name carries an allocation annotation. */
+static bool annotated(const char *name)
+{
+        bool has;
+
+        pthread_mutex_lock(&N.mu);
+        has = annotation(find_pod(&N, name)) != NULL;
+        pthread_mutex_unlock(&N.mu);
+        return has;
+}
+
+/* The live instances of GPU g (read directly: call only while no other thread runs). */
+static size_t instances(unsigned g, struct tsr_gpu_instance *in)
+{
+        size_t k = 0;
+
+        assert_int_equal(tsr_fake_gpu_ops.gi_list(N.fake, g, in, TSR_GPU_INSTANCES_MAX, &k), 0);
+        return k;
+}
+
+static size_t markers(void)
+{
+        struct tsr_mig_marker_entry *e = malloc(TSR_MIG_MARKERS_MAX * sizeof(*e));
+        size_t k = 0;
+
+        assert_non_null(e);
+        assert_int_equal(tsr_mig_store_list(N.store, e, TSR_MIG_MARKERS_MAX, &k, NULL), 0);
+        free(e);
+        return k;
+}
+
+/* The annotation of live Pod name (one container expected) into *out. */
+static void recorded(const char *name, struct tsr_container_allocation *out)
+{
+        struct tsr_container_allocation *alloc = malloc(2 * sizeof(*alloc));
+        size_t na;
+
+        assert_non_null(alloc);
+        pthread_mutex_lock(&N.mu);
+        na = annotation_of(find_pod(&N, name), alloc, 2);
+        pthread_mutex_unlock(&N.mu);
+        if (na != 1)
+                fail_msg("Pod %s records %zu container allocations, want 1", name, na);
+        *out = alloc[0];
+        free(alloc);
+}
+
+/* ---- allocate ------------------------------------------------------------------------------ */
+
+static void count_change(void *ctx)
+{
+        ++*(unsigned *)ctx;
+}
+
+static void test_exclusive_pair(void **state)
+{
+        char t[2][TSR_TOKEN_ID_MAX], want[2 * TSR_UUID_MAX];
+        const char *ids[2] = {token(t[0], TSR_FAMILY_EXCLUSIVE, N.bound[0], 0),
+                              token(t[1], TSR_FAMILY_EXCLUSIVE, N.bound[1], 0)};
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_container_allocation *c = malloc(sizeof(*c));
+        struct tsr_dp_device *list;
+        struct tsr_dm_answer a;
+        unsigned changes = 0;
+        size_t n;
+
+        (void)state;
+        assert_non_null(c);
+        assert_int_equal(tsr_dm_agent_subscribe(N.agent, count_change, &changes), 0);
+        add_pod(&N, "ex", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 2, NULL, 0),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 2, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_int_equal(changes, 1); /* the device lists moved */
+        snprintf(want, sizeof(want), "%s,%s", N.caps[N.bound[0]].uuid, N.caps[N.bound[1]].uuid);
+        assert_string_equal(a.visible, want);
+        assert_string_equal(a.pod, NS "/ex");
+        assert_string_equal(a.container, "main");
+        assert_true(atomic_load(&N.kubelet_asked) > 0); /* asked, then fell back */
+
+        recorded("ex", c);
+        assert_string_equal(c->container, "main");
+        assert_int_equal(c->n, 2);
+        for (unsigned k = 0; k < 2; k++) {
+                assert_string_equal(c->accels[k].id, N.caps[N.bound[k]].uuid);
+                assert_int_equal(c->accels[k].mode, TSR_MODE_EXCLUSIVE);
+                assert_string_equal(c->device_ids[k], ids[k]);
+        }
+        assert_int_equal(tsr_dm_agent_sync(N.agent), 0);
+
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        for (unsigned g = 0; g < GPUS; g++) {
+                bool held = g == N.bound[0] || g == N.bound[1];
+
+                assert_int_equal(ledger[g].mode, held ? TSR_MODE_EXCLUSIVE : TSR_MODE_NONE);
+                assert_int_equal(ledger[g].remaining, held ? 0 : TSR_UNITS_PER_ACCEL);
+        }
+        /* the two cards' shares turn unhealthy (the exclusive tokens are the kubelet's to track) */
+        assert_int_equal(tsr_dm_agent_devices(N.agent, TSR_FAMILY_SHARED, &list, &n), 0);
+        assert_int_equal(n, N.n_bound * TSR_SHARES_PER_ACCEL);
+        for (size_t k = 0; k < n; k++)
+                assert_int_equal(list[k].healthy, k >= 2 * TSR_SHARES_PER_ACCEL);
+        free(list);
+        free(c);
+}
+
+/* A pending Pod name asking for one whole card, granted GPU g. */
+static void grant_exclusive(const char *name, unsigned g)
+{
+        char t[TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t, TSR_FAMILY_EXCLUSIVE, g, 0)};
+        struct tsr_dm_answer a;
+
+        add_pod(&N, name, TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_string_equal(a.visible, N.caps[g].uuid);
+}
+
+static void test_shared_on_exclusive_card(void **state)
+{
+        char s[TSR_TOKEN_ID_MAX];
+        const char *sh[1] = {token(s, TSR_FAMILY_SHARED, N.bound[2], 3)};
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_dm_answer a;
+
+        (void)state;
+        grant_exclusive("ex", N.bound[2]);
+
+        add_pod(&N, "sh", TSR_FAMILY_SHARED, limits_of(TSR_FAMILY_SHARED, 1, NULL, 0), "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_SHARED, sh, 1, &a);
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+        assert_non_null(strstr(a.message, "held in Exclusive mode"));
+        assert_string_equal(a.visible, "");
+        assert_false(annotated("sh"));
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[2]].mode, TSR_MODE_EXCLUSIVE);
+        assert_int_equal(ledger[N.bound[2]].allocated, TSR_UNITS_PER_ACCEL);
+
+        /* the refusal reserved nothing: the same container takes a share of a free card */
+        sh[0] = token(s, TSR_FAMILY_SHARED, N.bound[3], 3);
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_SHARED, sh, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_string_equal(a.pod, NS "/sh");
+        assert_string_equal(a.visible, N.caps[N.bound[3]].uuid);
+}
+
+static void test_foreign_token(void **state)
+{
+        char t[TSR_TOKEN_ID_MAX];
+        const char *other[1] = {"other-group:GPU-x:0000"};
+        const char *unknown[1] = {t};
+        struct tsr_dm_answer a;
+
+        (void)state;
+        add_pod(&N, "ex", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, other, 1, &a);
+        assert_int_equal(a.code, TSR_DM_INVALID_ARGUMENT);
+        assert_non_null(strstr(a.message, "other-group:GPU-x:0000"));
+        assert_int_equal(
+            tsr_token_format(t, tsr_dm_agent_node(N.agent)->group, "GPU-not-on-this-node", 0), 0);
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, unknown, 1, &a);
+        assert_int_equal(a.code, TSR_DM_INVALID_ARGUMENT);
+        assert_non_null(strstr(a.message, "GPU-not-on-this-node"));
+        assert_false(annotated("ex"));
+}
+
+static void test_partition_carved_and_reclaimed(void **state)
+{
+        struct tsr_container_allocation *c = malloc(sizeof(*c));
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+        struct tsr_mig_pass_stats st;
+        struct tsr_dp_device *list;
+        struct tsr_dm_answer a;
+        const char *ids[1];
+        size_t n;
+
+        (void)state;
+        assert_non_null(c);
+        add_pod(&N, "mig", TSR_FAMILY_PARTITIONED,
+                limits_of(TSR_FAMILY_PARTITIONED, 1, "3g.40gb", 800000), "Pending");
+        assert_int_equal(tsr_dm_agent_devices(N.agent, TSR_FAMILY_PARTITIONED, &list, &n), 0);
+        assert_true(n > 0);
+        ids[0] = list[0].id;
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_PARTITIONED, ids, 1, &a);
+        free(list);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_true(!strncmp(a.visible, "MIG-", 4));
+        assert_null(strchr(a.visible, ','));
+
+        assert_int_equal(instances(N.mig[0], in), 1);
+        assert_int_equal(in[0].start, 0);
+        assert_string_equal(in[0].mig_uuid, a.visible);
+        assert_int_equal(markers(), 1);
+        recorded("mig", c);
+        assert_int_equal(c->n, 1);
+        assert_int_equal(c->accels[0].mode, TSR_MODE_PARTITIONED);
+        assert_string_equal(c->accels[0].id, N.caps[N.mig[0]].uuid);
+        assert_string_equal(c->accels[0].profile, "3g.40gb");
+        assert_string_equal(c->accels[0].physical_id, a.visible);
+        free(c);
+
+        /* the Pod lives: passes keep its instance */
+        for (int i = 0; i < TSR_MIG_RECLAIM_MAX_MISSES + 1; i++) {
+                assert_int_equal(tsr_dm_agent_reclaim(N.agent, N.reclaimer, &st, NULL), 0);
+                assert_int_equal(st.destroyed, 0);
+        }
+        pthread_mutex_lock(&N.mu);
+        delete_pod(find_pod(&N, "mig"));
+        pthread_mutex_unlock(&N.mu);
+        for (int i = 1; i < TSR_MIG_RECLAIM_MAX_MISSES; i++) {
+                assert_int_equal(tsr_dm_agent_reclaim(N.agent, N.reclaimer, &st, NULL), 0);
+                assert_int_equal(st.destroyed, 0);
+        }
+        assert_int_equal(instances(N.mig[0], in), 1);
+        assert_int_equal(tsr_dm_agent_reclaim(N.agent, N.reclaimer, &st, NULL), 0);
+        assert_int_equal(st.destroyed, 1);
+        assert_int_equal(st.markers_removed, 1);
+        assert_int_equal(instances(N.mig[0], in), 0);
+        assert_int_equal(markers(), 0);
+}
+
+static void test_no_pending_container(void **state)
+{
+        char t[TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t, TSR_FAMILY_EXCLUSIVE, N.bound[1], 0)};
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_dm_answer a;
+
+        (void)state;
+        grant_exclusive("done", N.bound[0]); /* now annotated: never chosen again */
+        add_pod(&N, "running", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Running");
+        add_pod(&N, "two", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 2, NULL, 0),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+        assert_non_null(strstr(a.message, "no pending container"));
+        assert_string_equal(a.pod, "");
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[1]].mode, TSR_MODE_NONE);
+}
+
+/* ---- concurrent ---------------------------------------------------------------------------- */
+
+/* xorshift64*: one deterministic sequence per thread. */
+static unsigned draw(uint64_t *s, unsigned n)
+{
+        *s ^= *s >> 12;
+        *s ^= *s << 25;
+        *s ^= *s >> 27;
+        return (unsigned)((*s * UINT64_C(0x2545F4914F6CDD1D)) >> 33) % n;
+}
+
+struct worker {
+        pthread_t th;
+        unsigned id;
+        uint64_t rng;
+        unsigned grants[FAMILIES], refusals[FAMILIES];
+};
+
+/* Notes the grant a of family f: its Pod granted once, with what was injected. */
+static void note_grant(struct node *n, const struct tsr_dm_answer *a, enum tsr_family f)
+{
+        struct pod *p;
+
+        pthread_mutex_lock(&n->mu);
+        p = answered_pod(n, a);
+        if (p && p->f != f)
+                violation(n, "Pod %s of family %s granted as %s", p->name, tsr_family_name(p->f),
+                          tsr_family_name(f));
+        else if (p && p->granted)
+                violation(n, "Pod %s granted twice (%s then %s)", p->name, p->visible, a->visible);
+        else if (p) {
+                p->granted = true;
+                snprintf(p->visible, sizeof(p->visible), "%s", a->visible);
+        }
+        pthread_mutex_unlock(&n->mu);
+}
+
+static void *worker_main(void *arg)
+{
+        struct worker *w = arg;
+
+        for (unsigned i = 0; i < ALLOCS_PER_WORKER; i++) {
+                unsigned fam = draw(&w->rng, FAMILIES), count = 1, c0, c1, prof, share;
+                enum tsr_family f = families[fam];
+                char name[32], t[2][TSR_TOKEN_ID_MAX];
+                const char *ids[2] = {t[0], t[1]};
+                struct tsr_dm_answer a;
+                struct pod *p;
+
+                snprintf(name, sizeof(name), "w%u-%03u", w->id, i);
+                /* two distinct cards out of MIG mode, or one MIG card */
+                c0 = draw(&w->rng, N.n_bound);
+                c1 = (c0 + 1 + draw(&w->rng, N.n_bound - 1)) % N.n_bound;
+                switch (f) {
+                case TSR_FAMILY_EXCLUSIVE:
+                case TSR_FAMILY_SHARED:
+                        count = 1 + draw(&w->rng, 2);
+                        share = f == TSR_FAMILY_SHARED ? TSR_SHARES_PER_ACCEL : 1;
+                        token(t[0], f, N.bound[c0], draw(&w->rng, share));
+                        token(t[1], f, N.bound[c1], draw(&w->rng, share));
+                        add_pod(&N, name, f, limits_of(f, count, NULL, 0), "Pending");
+                        break;
+                case TSR_FAMILY_SLICED:
+                        token(t[0], f, N.bound[c0], draw(&w->rng, N.caps[N.bound[c0]].slice_slots));
+                        add_pod(&N, name, f,
+                                limits_of(f, 1, NULL, 200000 * (int64_t)(1 + draw(&w->rng, 4))),
+                                "Pending");
+                        break;
+                default:
+                        prof = draw(&w->rng, sizeof(profiles) / sizeof(profiles[0]));
+                        token(t[0], f, N.mig[draw(&w->rng, N.n_mig)], draw(&w->rng, 7));
+                        add_pod(&N, name, f,
+                                limits_of(f, 1, profiles[prof].name, profiles[prof].units),
+                                "Pending");
+                }
+                tsr_dm_agent_allocate(N.agent, f, ids, count, &a);
+                if (a.code == TSR_DM_OK) {
+                        note_grant(&N, &a, f);
+                        w->grants[fam]++;
+                } else {
+                        if (a.code != TSR_DM_FAILED_PRECONDITION)
+                                violation(&N, "%s Allocate refused with code %d: %s",
+                                          tsr_family_name(f), a.code, a.message);
+                        w->refusals[fam]++;
+                }
+                /* a Pod that got nothing goes away (another call may be granting it now) */
+                pthread_mutex_lock(&N.mu);
+                p = find_pod(&N, name);
+                if (p && !p->granted)
+                        delete_pod(p);
+                pthread_mutex_unlock(&N.mu);
+                nap(100); /* the deleter keeps up: cards come free for every family */
+        }
+        return NULL;
+}
+
+struct sweeper {
+        pthread_t th;
+        atomic_bool *done;
+        uint64_t rng;
+        unsigned deleted, passes, destroyed;
+};
+
+/*
+ * Deletes random granted Pods until at most LIVE_MAX are left (cards keep coming free, so every
+ * family is granted now and then), then one reclaim pass and a sync; until done.
+ */
+static void *deleter_main(void *arg)
+{
+        struct sweeper *s = arg;
+
+        while (!atomic_load(s->done)) {
+                struct tsr_mig_pass_stats st = {0};
+                struct tsr_diag d;
+                size_t live = 0;
+
+                pthread_mutex_lock(&N.mu);
+                for (size_t i = 0; i < N.n_pods; i++)
+                        live += N.pods[i].obj && N.pods[i].granted;
+                for (; live > LIVE_MAX; live--) {
+                        size_t k = draw(&s->rng, (unsigned)live);
+
+                        for (size_t i = 0; i < N.n_pods; i++)
+                                if (N.pods[i].obj && N.pods[i].granted && k-- == 0) {
+                                        delete_pod(&N.pods[i]);
+                                        s->deleted++;
+                                        break;
+                                }
+                }
+                pthread_mutex_unlock(&N.mu);
+                tsr_diag_clear(&d);
+                if (tsr_dm_agent_reclaim(N.agent, N.reclaimer, &st, &d))
+                        violation(&N, "a reclaim pass failed: %s", d.msg);
+                s->passes++;
+                s->destroyed += st.destroyed;
+                tsr_dm_agent_sync(N.agent);
+                nap(100);
+        }
+        return NULL;
+}
+
+/* Per card: what the live Pods' annotations hold. */
+struct use {
+        unsigned modes; /* bit m: some entry in mode m */
+        unsigned exclusive, shared, sliced;
+        int64_t sliced_units;
+        uint32_t span; /* partitions' memory slices */
+};
+
+/* The annotation entry a of a live Pod: charged to use[], checked against the card. */
+static void book(struct node *n, const struct pod *p, const struct tsr_accel_allocation *aa,
+                 struct use *use)
+{
+        const struct tsr_accel_cap *cap = &n->caps[aa->index];
+        struct use *u = &use[aa->index];
+        uint32_t span;
+
+        u->modes |= 1u << aa->mode;
+        switch (aa->mode) {
+        case TSR_MODE_EXCLUSIVE:
+                u->exclusive++;
+                break;
+        case TSR_MODE_SHARED:
+                u->shared++;
+                break;
+        case TSR_MODE_SLICED:
+                u->sliced++;
+                u->sliced_units += aa->allocated;
+                break;
+        case TSR_MODE_PARTITIONED:
+                span = tsr_geometry_span(aa->start, aa->length);
+                if (!cap->partitioned)
+                        violation(n, "Pod %s holds a partition of card %u out of MIG mode", p->name,
+                                  aa->index);
+                if (u->span & span)
+                        violation(n, "Pod %s's partition %u+%u on card %u overlaps another",
+                                  p->name, aa->start, aa->length, aa->index);
+                u->span |= span;
+                return;
+        default:
+                violation(n, "Pod %s holds card %u in mode %d", p->name, aa->index, aa->mode);
+                return;
+        }
+        if (cap->partitioned)
+                violation(n, "Pod %s holds MIG card %u in %s mode", p->name, aa->index,
+                          tsr_mode_name(aa->mode));
+}
+
+static void check_cards(struct node *n, const struct use *use)
+{
+        for (unsigned g = 0; g < n->n_caps; g++) {
+                const struct use *u = &use[g];
+
+                if (__builtin_popcount(u->modes) > 1)
+                        violation(n, "card %u held in two modes (mask %#x)", g, u->modes);
+                if (u->exclusive > 1)
+                        violation(n, "card %u held exclusively by %u Pods", g, u->exclusive);
+                if (u->shared > TSR_SHARES_PER_ACCEL)
+                        violation(n, "card %u holds %u shares", g, u->shared);
+                if (u->sliced > n->caps[g].slice_slots || u->sliced_units > TSR_UNITS_PER_ACCEL)
+                        violation(n, "card %u holds %u slices of %lld units", g, u->sliced,
+                                  (long long)u->sliced_units);
+        }
+}
+
+/* The live partition entries' instances on the GPUs. Under mu, takes gpu_mu. */
+static void check_gpus(struct node *n, const struct tsr_accel_allocation *const *parts,
+                       size_t n_parts)
+{
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+
+        pthread_mutex_lock(&n->gpu_mu);
+        for (unsigned g = 0; g < n->n_caps; g++) {
+                size_t k = 0;
+                uint32_t seen = 0;
+
+                if (tsr_fake_gpu_ops.gi_list(n->fake, g, in, TSR_GPU_INSTANCES_MAX, &k))
+                        violation(n, "GPU %u cannot be listed", g);
+                if (k && !n->caps[g].partitioned)
+                        violation(n, "GPU %u is out of MIG mode but holds %zu instances", g, k);
+                for (size_t x = 0; x < k; x++) {
+                        uint32_t span = tsr_geometry_span(in[x].start, in[x].size);
+
+                        if (seen & span)
+                                violation(n, "GPU %u: instance %u at %u overlaps another", g,
+                                          in[x].gi_id, in[x].start);
+                        seen |= span;
+                }
+                for (size_t i = 0; i < n_parts; i++) {
+                        bool live = false;
+
+                        for (size_t x = 0; x < k && parts[i]->index == g; x++)
+                                live |= !strcmp(in[x].mig_uuid, parts[i]->physical_id) &&
+                                        in[x].start == parts[i]->start &&
+                                        in[x].size == parts[i]->length;
+                        if (parts[i]->index == g && !live)
+                                violation(n, "GPU %u: granted MIG device %s is not live at %u", g,
+                                          parts[i]->physical_id, parts[i]->start);
+                }
+        }
+        pthread_mutex_unlock(&n->gpu_mu);
+}
+
+/* One Pod's annotation (na entries) against what its grant answered. */
+static void check_pod(struct node *n, const struct pod *p,
+                      const struct tsr_container_allocation *alloc, size_t na)
+{
+        char injected[TSR_DP_VISIBLE_MAX] = "";
+
+        if (na == SIZE_MAX || na > 1 || (na == 1 && strcmp(alloc[0].container, "main"))) {
+                violation(n, "Pod %s's annotation is not one entry for container main", p->name);
+                return;
+        }
+        if (!p->granted)
+                return; /* recorded before the grant is noted, or refused */
+        if (na == 0) {
+                if (!p->unrecorded) /* else sync retries the write */
+                        violation(n, "Pod %s was granted but its annotation is missing", p->name);
+                return;
+        }
+        for (size_t x = 0; x < alloc[0].n; x++) {
+                const struct tsr_accel_allocation *aa = &alloc[0].accels[x];
+
+                snprintf(injected + strlen(injected), sizeof(injected) - strlen(injected), "%s%s",
+                         x ? "," : "", aa->mode == TSR_MODE_PARTITIONED ? aa->physical_id : aa->id);
+        }
+        if (strcmp(injected, p->visible))
+                violation(n, "Pod %s was answered %s but records %s", p->name, p->visible,
+                          injected);
+}
+
+/*
+ * The invariants over the live Pods' annotations and the GPUs, as of one moment (under mu, so no
+ * Pod changes, and the GPUs under gpu_mu). With ledger (quiescent): also the ledger rebuilt from
+ * those annotations equals it.
+ */
+static void check_pods(struct node *n, const struct tsr_accel_ledger *ledger)
+{
+        /* a Pod's annotation decodes into alloc[n_alloc..n_alloc + 2) */
+        struct tsr_container_allocation *alloc = malloc((PODS_MAX + 1) * sizeof(*alloc));
+        const struct tsr_accel_allocation **parts =
+            malloc(PODS_MAX * TSR_ALLOC_ACCELS_MAX * sizeof(*parts));
+        struct tsr_alloc_record *recs = malloc(PODS_MAX * TSR_ALLOC_ACCELS_MAX * sizeof(*recs));
+        struct tsr_accel_ledger rebuilt[GPUS];
+        struct use use[GPUS] = {0};
+        size_t n_alloc = 0, n_parts = 0, nrec = 0;
+
+        if (!alloc || !parts || !recs) {
+                violation(n, "out of memory");
+                goto out;
+        }
+        pthread_mutex_lock(&n->mu);
+        for (size_t i = 0; i < n->n_pods; i++) {
+                struct pod *p = &n->pods[i];
+                size_t na;
+
+                if (!p->obj)
+                        continue;
+                na = annotation_of(p, &alloc[n_alloc], 2);
+                check_pod(n, p, &alloc[n_alloc], na);
+                if (na != 1 || strcmp(alloc[n_alloc].container, "main"))
+                        continue;
+                for (size_t x = 0; x < alloc[n_alloc].n; x++) {
+                        const struct tsr_accel_allocation *aa = &alloc[n_alloc].accels[x];
+
+                        if (aa->index >= n->n_caps || strcmp(aa->id, n->caps[aa->index].uuid)) {
+                                violation(n, "Pod %s names card %u as %s", p->name, aa->index,
+                                          aa->id);
+                                continue;
+                        }
+                        for (size_t y = 0; y < x; y++)
+                                if (alloc[n_alloc].accels[y].index == aa->index)
+                                        violation(n, "Pod %s holds card %u twice", p->name,
+                                                  aa->index);
+                        book(n, p, aa, use);
+                        if (aa->mode != TSR_MODE_PARTITIONED)
+                                continue;
+                        for (size_t k = 0; k < n_parts; k++)
+                                if (!strcmp(parts[k]->physical_id, aa->physical_id))
+                                        violation(n, "MIG device %s granted twice (Pod %s)",
+                                                  aa->physical_id, p->name);
+                        parts[n_parts++] = aa;
+                }
+                if (tsr_alloc_annotation_records(&alloc[n_alloc], 1, n->caps[0].product, false,
+                                                 recs, PODS_MAX * TSR_ALLOC_ACCELS_MAX, &nrec))
+                        violation(n, "Pod %s's annotation cannot be charged", p->name);
+                n_alloc++;
+        }
+        check_cards(n, use);
+        check_gpus(n, parts, n_parts);
+        pthread_mutex_unlock(&n->mu);
+        if (!ledger)
+                goto out;
+        if (tsr_ledger_build(n->caps, n->n_caps, recs, nrec, rebuilt, NULL))
+                violation(n, "the annotations do not build a ledger");
+        for (unsigned g = 0; g < n->n_caps; g++)
+                if (rebuilt[g].mode != ledger[g].mode ||
+                    rebuilt[g].allocated != ledger[g].allocated ||
+                    rebuilt[g].allocated_slices != ledger[g].allocated_slices ||
+                    rebuilt[g].live.n != ledger[g].live.n)
+                        violation(n,
+                                  "card %u: the ledger (%s, %lld) is not the annotations' (%s, "
+                                  "%lld)",
+                                  g, tsr_mode_name(ledger[g].mode), (long long)ledger[g].allocated,
+                                  tsr_mode_name(rebuilt[g].mode), (long long)rebuilt[g].allocated);
+out:
+        free(alloc);
+        free(parts);
+        free(recs);
+}
+
+/*
+ * Every family's device list: tokens of this node's cards in order, partitioned tokens only on
+ * MIG cards and bound ones only off them. With ledger (quiescent): the lists are that ledger's.
+ */
+static void check_devices(struct node *n, const struct tsr_accel_ledger *ledger)
+{
+        const struct tsr_dp_node *node = tsr_dm_agent_node(n->agent);
+
+        for (size_t i = 0; i < TSR_DP_FAMILIES; i++) {
+                enum tsr_family f = tsr_dp_families[i];
+                struct tsr_dp_device *list = NULL, *want = NULL;
+                size_t k = 0, m = 0;
+
+                if (tsr_dm_agent_devices(n->agent, f, &list, &k)) {
+                        violation(n, "the %s device list failed", tsr_family_name(f));
+                        continue;
+                }
+                for (size_t x = 0; x < k; x++) {
+                        char dev[TSR_UUID_MAX];
+                        unsigned idx, a = list[x].accel;
+
+                        if (a >= n->n_caps || tsr_token_parse(list[x].id, node->group, dev, &idx) ||
+                            strcmp(dev, n->caps[a].uuid) || (x && a < list[x - 1].accel) ||
+                            (f != TSR_FAMILY_VISIBILITY &&
+                             n->caps[a].partitioned != (f == TSR_FAMILY_PARTITIONED))) {
+                                violation(n, "%s token %s of card %u is out of place",
+                                          tsr_family_name(f), list[x].id, a);
+                                break;
+                        }
+                }
+                if (ledger && (tsr_dp_devices(node, ledger, f, &want, &m) ||
+                               !tsr_dp_devices_equal(list, k, want, m)))
+                        violation(n, "the %s device list is not the ledger's", tsr_family_name(f));
+                free(list);
+                free(want);
+        }
+}
+
+/* Every invariant once; with quiescent, also the cross-checks that need the node at rest. */
+static void check_node(struct node *n, bool quiescent)
+{
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_diag d;
+
+        tsr_diag_clear(&d);
+        if (tsr_dm_agent_ledger(n->agent, ledger, &d)) {
+                violation(n, "the ledger cannot be built: %s", d.msg);
+                return;
+        }
+        for (unsigned g = 0; g < n->n_caps; g++)
+                if (tsr_ledger_check(&n->caps[g], &ledger[g], &d))
+                        violation(n, "%s", d.msg);
+        check_devices(n, quiescent ? ledger : NULL);
+        check_pods(n, quiescent ? ledger : NULL);
+}
+
+static void *checker_main(void *arg)
+{
+        struct sweeper *s = arg;
+
+        do {
+                check_node(&N, false);
+                s->passes++;
+                nap(100);
+        } while (!atomic_load(s->done));
+        return NULL;
+}
+
+static void test_concurrent_allocate(void **state)
+{
+        struct worker w[WORKERS];
+        struct sweeper deleter = {0}, checker = {0};
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+        unsigned grants[FAMILIES] = {0}, refusals[FAMILIES] = {0}, total_g = 0, total_r = 0;
+        unsigned destroyed;
+        atomic_bool done;
+        struct timespec t0, t1;
+
+        (void)state;
+        N.record_lag_us = 200;
+        N.record_fail_every = 7;
+        atomic_init(&done, false);
+        deleter.done = checker.done = &done;
+        deleter.rng = UINT64_C(0xde1e7e);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        assert_int_equal(pthread_create(&deleter.th, NULL, deleter_main, &deleter), 0);
+        assert_int_equal(pthread_create(&checker.th, NULL, checker_main, &checker), 0);
+        for (unsigned i = 0; i < WORKERS; i++) {
+                memset(&w[i], 0, sizeof(w[i]));
+                w[i].id = i;
+                w[i].rng = UINT64_C(0x9e3779b97f4a7c15) * (i + 1);
+                assert_int_equal(pthread_create(&w[i].th, NULL, worker_main, &w[i]), 0);
+        }
+        for (unsigned i = 0; i < WORKERS; i++) {
+                pthread_join(w[i].th, NULL);
+                for (unsigned f = 0; f < FAMILIES; f++) {
+                        grants[f] += w[i].grants[f];
+                        refusals[f] += w[i].refusals[f];
+                }
+        }
+        atomic_store(&done, true);
+        pthread_join(deleter.th, NULL);
+        pthread_join(checker.th, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        for (unsigned f = 0; f < FAMILIES; f++) {
+                print_message("# %-11s granted %3u refused %3u\n", tsr_family_name(families[f]),
+                              grants[f], refusals[f]);
+                total_g += grants[f];
+                total_r += refusals[f];
+        }
+        print_message("# %u Allocates, %u granted, %u refused; %u records (%u failed), %u deleted, "
+                      "%u reclaim passes, %u checks, %.2f s\n",
+                      total_g + total_r, total_g, total_r, atomic_load(&N.records),
+                      atomic_load(&N.record_failures), deleter.deleted, deleter.passes,
+                      checker.passes,
+                      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+        assert_no_violation(&N);
+        assert_int_equal(total_g + total_r, WORKERS * ALLOCS_PER_WORKER);
+        assert_true(total_g > 0);
+        assert_true(total_r > 0);
+        assert_true(atomic_load(&N.record_failures) > 0);
+        assert_true(checker.passes > 0);
+        for (unsigned f = 0; f < FAMILIES; f++)
+                assert_true(grants[f] > 0);
+
+        /* at rest: nothing left to record, and the ledger and lists are the annotations' */
+        assert_int_equal(tsr_dm_agent_sync(N.agent), 0);
+        check_node(&N, true);
+        assert_no_violation(&N);
+
+        /* every Pod deleted: the ledger empties and the debounce reclaims every instance */
+        pthread_mutex_lock(&N.mu);
+        for (size_t i = 0; i < N.n_pods; i++)
+                delete_pod(&N.pods[i]);
+        pthread_mutex_unlock(&N.mu);
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        for (unsigned g = 0; g < GPUS; g++) {
+                assert_int_equal(ledger[g].mode, TSR_MODE_NONE);
+                assert_int_equal(ledger[g].allocated, 0);
+        }
+        destroyed = deleter.destroyed;
+        for (int i = 0; i < TSR_MIG_RECLAIM_MAX_MISSES; i++) {
+                struct tsr_mig_pass_stats st;
+
+                assert_int_equal(tsr_dm_agent_reclaim(N.agent, N.reclaimer, &st, NULL), 0);
+                destroyed += st.destroyed;
+        }
+        for (unsigned g = 0; g < GPUS; g++)
+                assert_int_equal(instances(g, in), 0);
+        assert_int_equal(markers(), 0);
+        assert_int_equal(destroyed, grants[3]); /* each granted partition carved one instance */
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(test_exclusive_pair, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_shared_on_exclusive_card, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_foreign_token, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_partition_carved_and_reclaimed, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_no_pending_container, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_concurrent_allocate, setup, teardown),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
