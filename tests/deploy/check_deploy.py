@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""check_deploy.py TESSERA DEPLOY_DIR - deploy/ agrees with the binary and with Kubernetes.
+"""check_deploy.py TESSERA DEPLOY_DIR SOURCE_DIR - deploy/ agrees with the binary, the source
+and Kubernetes.
 
 Every object in deploy/*.yaml is deserialized by python3-kubernetes into its typed model (required
 fields enforced by the client's own validation). The webhook configurations list exactly the
@@ -10,12 +11,26 @@ Equivalent, failurePolicy Fail except the Workload pin (Ignore), the Pod objectS
 Workload matchCondition. gpustack-worker-mutation sorts before Kueue's configuration; the
 clientConfig Service exists, its port reaches the container's webhook port, the serving
 certificate names <svc>.<ns>.svc, and the ClusterRole lets the cache list and watch every kind
-it reads. Prints TAP.
+it reads.
+
+The device manager's DaemonSet (device-manager.yaml) is checked the same way: its name is the
+one the simulator's runbooks restart; its args and GPUSTACK_* variables are ones
+`tessera device-manager` accepts (the binary parses them); NODE_NAME comes from the downward API
+into --node-name; the kubelet's device-plugin directory, pod-resources socket and pods directory
+the flags name are hostPath mounts of those very paths (writable where the binary writes); the
+container gets CAP_SYS_ADMIN (or is privileged) and the NVIDIA runtime's driver and MIG devices;
+it is placed on NVIDIA nodes and tolerates their taint. Its ClusterRole grants exactly the calls
+src/devicemanager/ makes (every tsr_kube_client_* call there is in CALLS, so a new call fails
+here until the role and the table say what it needs).
+
+Both binaries' args are parsed by the binaries themselves: `tessera <args> --help` exits 0 only
+when every flag before --help is known and its value valid. Prints TAP.
 """
 
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -29,7 +44,7 @@ def ok(cond, name, detail=""):
     results.append(bool(cond))
     print("%s %d - %s" % ("ok" if cond else "not ok", len(results), name))
     if not cond and detail:
-        print("#   %s" % detail)
+        print("#   %s" % (detail,))
 
 
 class Response:
@@ -48,6 +63,7 @@ MODELS = {
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "V1ClusterRoleBinding",
     ("apps/v1", "Deployment"): "V1Deployment",
+    ("apps/v1", "DaemonSet"): "V1DaemonSet",
     ("policy/v1", "PodDisruptionBudget"): "V1PodDisruptionBudget",
 }
 
@@ -57,9 +73,207 @@ WATCHED = {("worker.gpustack.ai", "instancetypes"), ("worker.gpustack.ai", "kvca
            ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "clusterqueues"),
            ("gpustack.ai", "settings")}
 
+# What the device manager asks of the API server, by (source file, kube client call): the
+# (apiGroup, resource, verb) each needs. The table is checked against the calls in the source.
+CALLS = {
+    # pods_now: GET /api/v1/pods?fieldSelector=spec.nodeName=<node> (all namespaces)
+    ("daemon.c", "list_all"): {("", "pods", "list")},
+    # record: merge PATCH /api/v1/namespaces/<ns>/pods/<name> (the allocation annotation)
+    ("daemon.c", "patch"): {("", "pods", "patch")},
+    # node_sync: GET /api/v1/nodes/<node>; devices_read: GET .../devices/<node>
+    ("publish.c", "get"): {("", "nodes", "get"), ("worker.gpustack.ai", "devices", "get")},
+    # node_sync: PATCH nodes/<node>/status and nodes/<node>; devices_write: devices/<node>
+    # and devices/<node>/status
+    ("publish.c", "patch"): {("", "nodes/status", "patch"), ("", "nodes", "patch"),
+                             ("worker.gpustack.ai", "devices", "patch"),
+                             ("worker.gpustack.ai", "devices/status", "patch")},
+    # devices_read: POST /apis/worker.gpustack.ai/v1alpha1/devices when missing
+    ("publish.c", "request"): {("worker.gpustack.ai", "devices", "create")},
+}
+
+
+def client_calls(src):
+    """(file, call) for every tsr_kube_client_<call>( in src/devicemanager/*.c."""
+    found = set()
+    for path in glob.glob(os.path.join(src, "src", "devicemanager", "*.c")):
+        with open(path) as f:
+            text = f.read()
+        for m in re.finditer(r"\btsr_kube_client_(\w+)\s*\(", text):
+            found.add((os.path.basename(path), m.group(1)))
+    return found
+
+
+def granted(by_kind, sa_ns, sa_name):
+    """(group, resource, verb) the ClusterRoles bound to a service account grant."""
+    roles = {r["metadata"]["name"]: r for r in by_kind.get("ClusterRole", [])}
+    out = set()
+    for b in by_kind.get("ClusterRoleBinding", []):
+        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa_name and
+                   s.get("namespace") == sa_ns for s in b.get("subjects", [])):
+            continue
+        for rule in roles.get(b["roleRef"]["name"], {}).get("rules", []):
+            out |= {(g, r, v) for g in rule.get("apiGroups", [])
+                    for r in rule.get("resources", []) for v in rule.get("verbs", [])}
+    return out
+
+
+def container_env(container, values):
+    """The container's env as the kubelet would set it (fieldRefs from values)."""
+    env = {}
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            env[e["name"]] = values.get(e["valueFrom"]["fieldRef"]["fieldPath"], "x")
+    return env
+
+
+def expand(arg, env):
+    """$(VAR) references expanded as the kubelet expands them in args."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
+def parses(tessera, container, values):
+    """(ok, detail): the binary accepts the container's args and environment."""
+    env = container_env(container, values)
+    args = [expand(a, env) for a in container.get("args", [])]
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSTACK_")}
+    run_env.update(env)
+    r = subprocess.run([tessera, *args, "--help"], capture_output=True, text=True, env=run_env)
+    stray = [a for a in args[1:] if not a.startswith("--")]
+    return r.returncode == 0 and not stray, (r.returncode, r.stderr.strip()[:300], stray)
+
+
+def flag(args, name, default):
+    for a in args:
+        if a.startswith("--%s=" % name):
+            return a.split("=", 1)[1]
+    return default
+
+
+def help_default(help_text, name):
+    """The default the binary's --help states for --name ("(default /path)")."""
+    m = re.search(r"--%s\b.*?\(default ([^)\s]+)\)" % re.escape(name), help_text, re.S)
+    return m.group(1) if m else None
+
+
+def mounted_host_path(pod_spec, container, path):
+    """The volumeMount covering path and the hostPath of its volume, or (None, None)."""
+    vols = {v["name"]: v for v in pod_spec.get("volumes", [])}
+    best = None
+    for m in container.get("volumeMounts", []):
+        mp = m["mountPath"].rstrip("/")
+        if path == mp or path.startswith(mp + "/"):
+            if best is None or len(mp) > len(best["mountPath"].rstrip("/")):
+                best = m
+    if best is None:
+        return None, None
+    host = vols.get(best["name"], {}).get("hostPath", {}).get("path")
+    return best, host
+
+
+def check_device_manager(tessera, src, by_kind):
+    sets = [d for d in by_kind.get("DaemonSet", [])
+            if d["metadata"]["name"].startswith("gpustack-operator-device-manager-")]
+    ok(len(sets) == 1, "one device-manager DaemonSet", [d["metadata"]["name"] for d in sets])
+    if len(sets) != 1:
+        return
+    ds = sets[0]
+    with open(os.path.join(src, "src", "sim", "commands.c")) as f:
+        m = re.search(r'#define DEVICE_MANAGER_DS "ds/([^"]+)"', f.read())
+    ok(m and ds["metadata"]["name"] == m.group(1) and
+       ds["metadata"]["namespace"] == "gpustack-system",
+       "the DaemonSet is gpustack-system's ds/%s, the one the runbooks restart" %
+       (m.group(1) if m else "?"), ds["metadata"])
+    pod_spec = ds["spec"]["template"]["spec"]
+    container = pod_spec["containers"][0]
+    args = container.get("args", [])
+    env = container.get("env", [])
+
+    # flags and environment, as the binary reads them
+    good, detail = parses(tessera, container, {"spec.nodeName": "node-a"})
+    ok(args[:1] == ["device-manager"] and good,
+       "the device manager's args and environment are ones `tessera device-manager` accepts",
+       detail)
+    with open(os.path.join(src, "src", "cli", "device_manager_cmd.c")) as f:
+        cmd_src = f.read()
+    unknown = [e["name"] for e in env if e["name"].startswith("GPUSTACK_") and
+               '"%s"' % e["name"] not in cmd_src]
+    ok(not unknown, "every GPUSTACK_* variable set is one the device manager reads", unknown)
+    node_env = [e for e in env if e["name"] == "NODE_NAME"]
+    ok("--node-name=$(NODE_NAME)" in args and len(node_env) == 1 and
+       node_env[0].get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
+       "--node-name is $(NODE_NAME), the downward API's spec.nodeName", node_env)
+
+    # the kubelet's paths, mounted from the host at the same paths
+    help_text = subprocess.run([tessera, "device-manager", "--help"], check=True,
+                               capture_output=True, text=True).stdout
+    paths = {
+        "plugin-dir": (flag(args, "plugin-dir", help_default(help_text, "plugin-dir")), True),
+        "pods-dir": (flag(args, "pods-dir", help_default(help_text, "pods-dir")), True),
+        "pod-resources-socket": (flag(args, "pod-resources-socket",
+                                      help_default(help_text, "pod-resources-socket")), False),
+    }
+    for name, (path, writes) in paths.items():
+        mount, host = mounted_host_path(pod_spec, container, path or "")
+        sub = os.path.relpath(path, mount["mountPath"]) if mount else None
+        same = host is not None and os.path.normpath(os.path.join(host, sub)) == path
+        ok(path and mount and same and (not writes or not mount.get("readOnly")),
+           "--%s %s is a hostPath mount of the same host path%s" %
+           (name, path, ", writable" if writes else ""), (mount, host))
+    pods_mount, _ = mounted_host_path(pod_spec, container, paths["pods-dir"][0] or "")
+    ok(pods_mount and pods_mount.get("mountPropagation") in ("HostToContainer", "Bidirectional"),
+       "the pods directory receives the host's mounts (no deleted Pod's volume kept mounted)",
+       pods_mount)
+
+    # what NVML's MIG operations need
+    sc = container.get("securityContext", {})
+    privileged = bool(sc.get("privileged"))
+    ok(privileged or "SYS_ADMIN" in sc.get("capabilities", {}).get("add", []),
+       "the container may create and destroy MIG instances (CAP_SYS_ADMIN or privileged)", sc)
+    ok(sc.get("runAsUser", 0) == 0 and not sc.get("runAsNonRoot"),
+       "it runs as root, the owner of the kubelet's directories", sc)
+    values = {e["name"]: e.get("value") for e in env}
+    caps = (values.get("NVIDIA_DRIVER_CAPABILITIES") or "").split(",")
+    ok(privileged or (pod_spec.get("runtimeClassName") == "nvidia" and
+                      values.get("NVIDIA_VISIBLE_DEVICES") == "all" and
+                      ("utility" in caps or "all" in caps) and
+                      values.get("NVIDIA_MIG_CONFIG_DEVICES") == "all" and
+                      values.get("NVIDIA_MIG_MONITOR_DEVICES") == "all"),
+       "the NVIDIA runtime mounts NVML and the MIG capability devices (runtimeClassName nvidia, "
+       "NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES utility, NVIDIA_MIG_*_DEVICES)",
+       {"runtimeClassName": pod_spec.get("runtimeClassName"), "env": values})
+
+    # placement on NVIDIA nodes
+    terms = (pod_spec.get("affinity", {}).get("nodeAffinity", {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+             .get("nodeSelectorTerms", []))
+    keys = [e["key"] for t in terms for e in t.get("matchExpressions", [])]
+    keys += list(pod_spec.get("nodeSelector", {}))
+    ok(keys and all("10de" in k or "nvidia" in k.lower() or k.endswith("vendor_id")
+                    for k in keys),
+       "it is placed only on NVIDIA GPU nodes", keys)
+    ok(any(t.get("key") == "nvidia.com/gpu" and t.get("operator") == "Exists"
+           for t in pod_spec.get("tolerations", [])),
+       "it tolerates the nvidia.com/gpu taint", pod_spec.get("tolerations"))
+
+    # RBAC: exactly the calls the code makes
+    found = client_calls(src)
+    ok(found == set(CALLS), "CALLS lists every API call in src/devicemanager/",
+       {"in source, not in CALLS": sorted(found - set(CALLS)),
+        "in CALLS, not in source": sorted(set(CALLS) - found)})
+    need = set().union(*CALLS.values())
+    sa = pod_spec.get("serviceAccountName")
+    ok(sa and any(s["metadata"]["name"] == sa and s["metadata"]["namespace"] ==
+                  ds["metadata"]["namespace"] for s in by_kind.get("ServiceAccount", [])),
+       "the DaemonSet's ServiceAccount %s exists in its namespace" % sa)
+    have = granted(by_kind, ds["metadata"]["namespace"], sa)
+    ok(have == need, "its ClusterRole grants exactly what the device manager calls",
+       {"missing": sorted(need - have), "extra": sorted(have - need)})
+
 
 def main():
-    tessera, deploy = sys.argv[1:3]
+    tessera, deploy, src = sys.argv[1:4]
     docs = []
     for path in sorted(glob.glob(os.path.join(deploy, "*.yaml"))):
         with open(path) as f:
@@ -138,12 +352,17 @@ def main():
                "%s.%s.svc" % (svc["name"], svc["namespace"]) in cert_names,
                "%s: its Service reaches the webhook port, the certificate names it" % w["name"])
 
-    allowed = set()
-    for rule in by_kind["ClusterRole"][0]["rules"]:
-        if {"list", "watch"} <= set(rule["verbs"]):
-            allowed |= {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
+    webhook = by_kind["Deployment"][0]
+    grants = granted(by_kind, webhook["metadata"]["namespace"], pod_spec["serviceAccountName"])
+    allowed = {(g, r) for g, r, v in grants if v == "list"} & \
+        {(g, r) for g, r, v in grants if v == "watch"}
     ok(WATCHED <= allowed, "the ClusterRole lets the cache list and watch what it reads",
        WATCHED - allowed)
+    good, detail = parses(tessera, container, {"metadata.namespace": "gpustack-system"})
+    ok(container["args"][0] == "webhook" and good,
+       "the webhook's args are ones `tessera webhook` accepts", detail)
+
+    check_device_manager(tessera, src, by_kind)
     print("1..%d" % len(results))
     return 0 if all(results) else 1
 
