@@ -10,6 +10,7 @@
 #include "devicemanager/kubelet_link.h"
 #include "devicemanager/plugin.h"
 #include "devicemanager/podres.h"
+#include "devicemanager/publish.h"
 #include "mig/reclaim.h"
 #include "nvml/detect.h"
 
@@ -39,6 +40,9 @@ struct tsr_dm_daemon {
         pthread_cond_t cond;
         bool stopping;
         char pods_digest[64]; /* what the last poll saw: a digest of UIDs and resourceVersions */
+        struct tsr_dm_published published; /* what the last publish wrote (reconcile thread) */
+        bool have_published;
+        char publish_error[TSR_DIAG_MSG_MAX]; /* the last publish failure logged ("": none) */
 };
 
 static void log_line(void *ctx, const char *level, const char *msg)
@@ -165,6 +169,26 @@ static void reclaim(struct tsr_dm_daemon *d)
                 tsr_log(TSR_LOG_WARN, "reclaim pass held", "error", diag.msg, NULL);
 }
 
+/* Writes the node's capacity keys, fit labels and Devices object when they changed
+ * (devicemanager/publish.h); a failure is logged once until it changes or heals. */
+static void publish(struct tsr_dm_daemon *d)
+{
+        struct tsr_accel_ledger ledger[CAPS_MAX];
+        struct tsr_diag diag;
+
+        tsr_diag_clear(&diag);
+        if (!tsr_dm_agent_ledger(d->agent, ledger, &diag))
+                tsr_dm_publish(d->cfg.client, d->node, d->caps, ledger, d->n_caps, &d->published,
+                               &diag);
+        if (diag.msg[0] && strcmp(diag.msg, d->publish_error))
+                tsr_log(TSR_LOG_WARN, "publishing the node's keys, labels and Devices failed",
+                        "error", diag.msg, NULL);
+        else if (!diag.msg[0] && d->publish_error[0])
+                tsr_log(TSR_LOG_INFO, "publishing the node's keys, labels and Devices works again",
+                        NULL);
+        snprintf(d->publish_error, sizeof(d->publish_error), "%s", diag.msg);
+}
+
 static void *reconcile_main(void *arg)
 {
         struct tsr_dm_daemon *d = arg;
@@ -188,6 +212,7 @@ static void *reconcile_main(void *arg)
                         if (changed)
                                 tsr_dm_agent_changed(d->agent);
                         tsr_dm_agent_sync(d->agent);
+                        publish(d);
                         clock_gettime(CLOCK_MONOTONIC, &now);
                         if (changed || (now.tv_sec - last_reclaim.tv_sec) * 1000 +
                                                (now.tv_nsec - last_reclaim.tv_nsec) / 1000000 >=
@@ -236,6 +261,9 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
                 tsr_log(TSR_LOG_WARN, "MIG recovery could not read the markers", "error", diag->msg,
                         NULL);
         tsr_diag_clear(diag);
+        tsr_dm_published_init(&d->published,
+                              tsr_catalog_manufacturer(d->caps[0].product->manufacturer));
+        d->have_published = true;
         ao.gpus = d->cfg.gpus;
         ao.store = d->store;
         ao.sliced_gate = d->cfg.sliced_gate;
@@ -308,6 +336,8 @@ void tsr_dm_daemon_stop(struct tsr_dm_daemon *d)
         for (size_t i = 0; i < d->n_plugins; i++)
                 tsr_dm_plugin_free(d->plugins[i]);
         tsr_dm_agent_free(d->agent);
+        if (d->have_published)
+                tsr_dm_published_release(&d->published);
         tsr_mig_reclaimer_free(d->reclaimer);
         tsr_mig_store_free(d->store);
         pthread_cond_destroy(&d->cond);

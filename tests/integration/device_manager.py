@@ -7,7 +7,8 @@ tests/peers/fake_kubelet.py on python3-grpcio; or "node", tests/peers/grpc-js/ku
 fake API server (tests/peers/fake_apiserver.py) holding the node's Pods.
 
 Checked, in order: every family's plugin registers (exclusive, shared, sliced, partitioned,
-visibility) and lists its tokens with their health; Allocate of every family through the
+visibility) and lists its tokens with their health; the node's Devices object and fit labels are
+published through the API server; Allocate of every family through the
 kubelet's preferred-allocation path, with the container named by pod-resources (the grpc-js
 kubelet serves none: there the device manager names it by the node's pending Pods), the env the
 container gets and the allocation annotation recorded on the Pod; health moving on
@@ -168,6 +169,22 @@ def check_registration(kubelet):
        "options: preferred allocation available, no pre-start hook", opts)
 
 
+def check_published(api):
+    """The daemon writes its node's Devices object and fit labels through the API server."""
+    def devices():
+        obj = api.request("GET", "/apis/worker.gpustack.ai/v1alpha1/devices/" + NODE)
+        return obj if obj.get("status") and (obj.get("spec") or {}).get("groups") else None
+
+    dev = eventually_value(devices)
+    ok(dev and len(dev["spec"]["groups"][0]["accelerators"]) == 8,
+       "the Devices object of the node is created: 8 accelerators, a status ledger", dev)
+    labels = eventually_value(lambda: {k: v for k, v in api.request(
+        "GET", "/api/v1/nodes/" + NODE)["metadata"].get("labels", {}).items()
+        if ".fit.gpustack.ai/" in k})
+    ok(labels.get("sliced-max-free-units.fit.gpustack.ai/nvidia-" + GROUP) == "1600000",
+       "the node's fit labels are published (a free card: 1600000 units)", labels)
+
+
 def check_allocate(node, kubelet):
     """Returns the UUIDs of the exclusive pair and the MIG Pod's reply."""
     node.create("ex", {"nvidia.com/gpu": "2"})
@@ -286,10 +303,13 @@ def main():
                  "--podres-dir", podres, "--no-rate-limit"] if impl == "python" else
                 ["node", os.path.join(peers, "grpc-js", "kubelet.js"), "--plugin-dir", pdir])
         kubelet = Kubelet(argv)
+        api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                     "metadata": {"name": NODE, "labels": {}}})
         dm = DeviceManager(tessera, d, kc, pdir, podres)
         node = Node(api, kubelet, impl == "python")
         node.d = d
         check_registration(kubelet)
+        check_published(api)
         mig = check_allocate(node, kubelet)
         check_kubelet_restart(kubelet)
         check_reclaim(node, d)
