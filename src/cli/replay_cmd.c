@@ -170,11 +170,13 @@ struct options {
         uint64_t seeds[SEEDS_MAX];
         enum tsr_policy_id policies[TSR_POLICY_COUNT];
         double tune, check;
+        enum tsr_ties ties;
 };
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
         o->tune = 1.3;
+        o->ties = TSR_TIES_FIRST;
         o->check = -1;
         o->n_seeds = 10;
         for (size_t i = 0; i < 10; i++)
@@ -216,6 +218,13 @@ static int parse_args(int argc, char **argv, struct options *o)
                                         PROG, v, SEEDS_MAX);
                                 return -1;
                         }
+                } else if (!strcmp(a, "--ties")) {
+                        if (strcmp(v, "first") && strcmp(v, "random")) {
+                                fprintf(stderr, "%s: --ties \"%s\": want first or random\n", PROG,
+                                        v);
+                                return -1;
+                        }
+                        o->ties = !strcmp(v, "first") ? TSR_TIES_FIRST : TSR_TIES_RANDOM;
                 } else if (!strcmp(a, "--tune") || !strcmp(a, "--check-published")) {
                         double d = strtod(v, &end);
 
@@ -341,6 +350,7 @@ int cli_replay(int argc, char **argv)
                         status = 2;
                 } else {
                         t[i].have_setup = true;
+                        t[i].setup.ties = o.ties;
                 }
         }
         for (size_t i = 0; i < o.n_pods && !status; i++) {

@@ -2,7 +2,7 @@
  * baselines.c - the FGD artifact's baseline score plugins, from the protocol note's definitions
  * (spec/fgd-benchmark-protocol.md §3.3). Scores are integers, higher wins, random ties:
  *
- * - Random: every feasible node scores the same; the GPU is a random one that fits.
+ * - Random: a uniformly random feasible node; the GPU is a random one that fits.
  * - DotProd (dimext merge, norm max): node (free CPU / 128000, free GPU milli / 8000) dot pod
  *   (CPU / 128000, GPU milli / 8000), halved; score 100 * (1 - dot/2).
  * - GpuClustering: bands by the tags of the node's GPU pods (share-gpu, or k whole GPUs): only
@@ -27,7 +27,7 @@ static int scored_start(const struct tsr_policy_env *env, void **state)
 {
         struct tsr__sched *s = calloc(1, sizeof(*s));
 
-        if (!s || tsr__sched_init(s, env->cluster->n_nodes)) {
+        if (!s || tsr__sched_init(s, env->cluster->n_nodes, env->rng)) {
                 free(s);
                 return -1;
         }
@@ -49,11 +49,13 @@ static int64_t pod_gpu_milli(const struct tsr_rpod *p)
 
 /* ---- Random --------------------------------------------------------------------------------- */
 
+/* A uniform draw per feasible node: the maximum is a uniformly random node, whatever the tie
+ * rule (the artifact's PreScore picks one feasible node at random and scores it 100). */
 static int64_t random_score(const struct tsr_policy_env *env, void *state, size_t node,
                             const struct tsr_rpod *pod, int *gpu)
 {
-        (void)env, (void)state, (void)node, (void)pod, (void)gpu;
-        return 0;
+        (void)state, (void)node, (void)pod, (void)gpu;
+        return (int64_t)(tsr_rng_next(env->rng) >> 1);
 }
 
 static bool random_place(const struct tsr_policy_env *env, void *state, const struct tsr_rpod *pod,

@@ -23,7 +23,7 @@ static int fgd_start(const struct tsr_policy_env *env, void **state)
         const struct tsr_rcluster *c = env->cluster;
         struct fgd *f = calloc(1, sizeof(*f));
 
-        if (!f || tsr__sched_init(&f->sched, c->n_nodes) ||
+        if (!f || tsr__sched_init(&f->sched, c->n_nodes, env->rng) ||
             !(f->frag = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*f->frag)))) {
                 if (f)
                         tsr__sched_release(&f->sched);

@@ -32,12 +32,19 @@ enum tsr_policy_id {
         TSR_POLICY_COUNT
 };
 
+/* How the kube-scheduler framework breaks ties between equal top scores. */
+enum tsr_ties {
+        TSR_TIES_FIRST,  /* the first in the run's node order (a random permutation per seed) */
+        TSR_TIES_RANDOM, /* uniformly at random (upstream selectHost) */
+};
+
 /* What a policy sees. */
 struct tsr_policy_env {
         struct tsr_rcluster *cluster;
         const struct tsr_frag_workload *typical; /* M, for FGD */
         struct tsr_rng *rng;
         const struct tsr_trace_node *nodes; /* names, for tessera's ties by name */
+        enum tsr_ties ties;
 };
 
 struct tsr_policy;

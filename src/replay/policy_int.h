@@ -32,12 +32,14 @@ typedef int64_t (*tsr__score_fn)(const struct tsr_policy_env *env, void *state, 
 
 /* Scratch the framework needs, one entry per node. */
 struct tsr__sched {
+        size_t *order; /* the nodes in the order the framework visits them */
         size_t *node;
         int64_t *score;
         int *gpu;
 };
 
-int tsr__sched_init(struct tsr__sched *s, size_t n_nodes);
+/* Draws the node order from rng. 0 or TSR_ENOMEM. */
+int tsr__sched_init(struct tsr__sched *s, size_t n_nodes, struct tsr_rng *rng);
 void tsr__sched_release(struct tsr__sched *s);
 
 bool tsr__sched_place(const struct tsr_policy_env *env, struct tsr__sched *s, void *state,

@@ -25,6 +25,7 @@ int tsr_replay_setup_init(struct tsr_replay_setup *s, const struct tsr_trace_nod
         s->pods = pods;
         s->n_pods = n_pods;
         s->tune = tune;
+        s->ties = TSR_TIES_FIRST;
         rc = tsr_rcluster_init(&s->cluster, nodes, n_nodes, diag);
         if (rc)
                 return rc;
@@ -150,7 +151,7 @@ int tsr_replay_run(struct tsr_replay_setup *s, enum tsr_policy_id policy, uint64
                    struct tsr_replay_result *out, struct tsr_diag *diag)
 {
         struct tsr_rcluster *c = &s->cluster;
-        struct tsr_policy_env env = {c, &s->typical, NULL, s->nodes};
+        struct tsr_policy_env env = {c, &s->typical, NULL, s->nodes, s->ties};
         struct tsr_policy *p = NULL;
         struct order o = {0};
         struct tsr_rng rng;

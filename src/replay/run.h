@@ -31,7 +31,8 @@ struct tsr_replay_setup {
         size_t n_nodes;
         const struct tsr_trace_pod *pods;
         size_t n_pods;
-        double tune; /* 1.3 */
+        double tune;        /* 1.3 */
+        enum tsr_ties ties; /* the framework's tie-break; tsr_replay_setup_init: FIRST */
         struct tsr_rcluster cluster;
         struct tsr_frag_workload typical;
 };

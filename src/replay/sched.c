@@ -7,16 +7,25 @@
 
 #include <stdlib.h>
 
-int tsr__sched_init(struct tsr__sched *s, size_t n_nodes)
+int tsr__sched_init(struct tsr__sched *s, size_t n_nodes, struct tsr_rng *rng)
 {
         size_t n = n_nodes ? n_nodes : 1;
 
         s->node = malloc(n * sizeof(*s->node));
         s->score = malloc(n * sizeof(*s->score));
         s->gpu = malloc(n * sizeof(*s->gpu));
-        if (!s->node || !s->score || !s->gpu) {
+        s->order = malloc(n * sizeof(*s->order));
+        if (!s->node || !s->score || !s->gpu || !s->order) {
                 tsr__sched_release(s);
                 return TSR_ENOMEM;
+        }
+        for (size_t i = 0; i < n_nodes; i++) /* the run's node names: a random permutation */
+                s->order[i] = i;
+        for (size_t i = n_nodes; i > 1; i--) {
+                size_t j = (size_t)tsr_rng_below(rng, i), t = s->order[i - 1];
+
+                s->order[i - 1] = s->order[j];
+                s->order[j] = t;
         }
         return 0;
 }
@@ -26,6 +35,8 @@ void tsr__sched_release(struct tsr__sched *s)
         free(s->node);
         free(s->score);
         free(s->gpu);
+        free(s->order);
+        s->order = NULL;
         s->node = NULL;
         s->score = NULL;
         s->gpu = NULL;
@@ -63,7 +74,9 @@ bool tsr__sched_place(const struct tsr_policy_env *env, struct tsr__sched *s, vo
         size_t n = 0, win = 0, ties = 0;
         const struct tsr_rnode *node;
 
-        for (size_t i = 0; i < c->n_nodes; i++) {
+        for (size_t k = 0; k < c->n_nodes; k++) {
+                size_t i = s->order[k];
+
                 if (!tsr_rnode_fits(&c->nodes[i], pod))
                         continue;
                 s->node[n] = i;
@@ -75,11 +88,12 @@ bool tsr__sched_place(const struct tsr_policy_env *env, struct tsr__sched *s, vo
                 return false;
         if (normalize_scores)
                 normalize(s->score, n);
-        for (size_t k = 0; k < n; k++) { /* the maximum, a uniform pick among equals */
+        for (size_t k = 0; k < n; k++) { /* the maximum; among equals, per env->ties */
                 if (!ties || s->score[k] > s->score[win]) {
                         win = k;
                         ties = 1;
-                } else if (s->score[k] == s->score[win] && tsr_rng_below(env->rng, ++ties) == 0) {
+                } else if (s->score[k] == s->score[win] && env->ties == TSR_TIES_RANDOM &&
+                           tsr_rng_below(env->rng, ++ties) == 0) {
                         win = k;
                 }
         }

@@ -175,7 +175,8 @@ static void small_init(struct small *m)
         assert_int_equal(tsr_replay_setup_init(&m->s, m->nodes, m->nn, m->pods, m->np, 1.3, NULL),
                          0);
         tsr_rng_seed(&m->rng, 7);
-        m->env = (struct tsr_policy_env){&m->s.cluster, &m->s.typical, &m->rng, m->nodes};
+        m->env = (struct tsr_policy_env){&m->s.cluster, &m->s.typical, &m->rng, m->nodes,
+                                         TSR_TIES_RANDOM};
 }
 
 static void small_release(struct small *m)
