@@ -22,6 +22,13 @@
  * 3. The allocator picks the card: the most-occupied card that still fits a slice, or the
  *    lowest-index free cards (core/alloc.h), and charges the node's ledger.
  *
+ * `tessera-tiered` adds one signal tessera can give but does not publish yet: a per-node label
+ * with the number of cards that still have free capacity (`idle-cards`, from the device
+ * manager's ledger), and CPU-only workloads queued through one generic flavor per label value,
+ * tried fewest idle cards first (Kueue takes the first flavor that fits). So CPU-only pods fill
+ * nodes whose accelerators are already taken before they eat the CPU an idle GPU needs; inside a
+ * tier TAS's order is unchanged.
+ *
  * State: per node its accelerators' capability and ledger (the device manager's view), kept in
  * step by bound(); the flavors and their nodes in name order.
  */
@@ -54,6 +61,7 @@ struct tessera {
         size_t n_flavors;
         size_t *order; /* every node by name */
         struct tsr_alloc_pick pick[TSR_TRACE_GPUS_MAX];
+        bool idle_tiers; /* tessera-tiered */
 };
 
 struct named {
@@ -150,7 +158,7 @@ static int build_flavors(const struct tsr_rcluster *c, struct tessera *t)
         return 0;
 }
 
-static int tessera_start(const struct tsr_policy_env *env, void **state)
+static int start(const struct tsr_policy_env *env, void **state, bool idle_tiers)
 {
         const struct tsr_rcluster *c = env->cluster;
         const struct tsr_product *product = tsr_catalog_product_by_name(STAND_IN_PRODUCT);
@@ -179,11 +187,33 @@ static int tessera_start(const struct tsr_policy_env *env, void **state)
                 }
         if (sort_by_name(env, t) || build_flavors(c, t))
                 goto fail;
+        t->idle_tiers = idle_tiers;
         *state = t;
         return 0;
 fail:
         tessera_stop(t);
         return -1;
+}
+
+static int tessera_start(const struct tsr_policy_env *env, void **state)
+{
+        return start(env, state, false);
+}
+
+static int tiered_start(const struct tsr_policy_env *env, void **state)
+{
+        return start(env, state, true);
+}
+
+/* The idle-cards label of node i: its cards with any free capacity. */
+static unsigned idle_cards(const struct tessera *t, size_t i, unsigned n_gpus)
+{
+        const struct tsr_accel_ledger *l = &t->ledger[t->first[i]];
+        unsigned k = 0;
+
+        for (unsigned g = 0; g < n_gpus; g++)
+                k += l[g].remaining > 0;
+        return k;
 }
 
 static int64_t at_most(int64_t a, int64_t b)
@@ -237,17 +267,23 @@ static bool tessera_place(const struct tsr_policy_env *env, void *state, const s
 
         for (size_t f = 0; f < t->n_flavors && best == SIZE_MAX; f++) {
                 const struct flavor *fl = &t->flavor[f];
-                bool generic = f + 1 == t->n_flavors;
+                bool generic = f + 1 == t->n_flavors, tiers = generic && t->idle_tiers;
+                unsigned tier = 0;
                 int64_t least = 0;
 
                 if (generic != !pod->num_gpu || (!generic && !((pod->models >> fl->model) & 1u)))
                         continue;
                 for (size_t k = 0; k < fl->n; k++) { /* by name: the first of equals wins */
-                        int64_t room = fits(env, t, fl->node[k], pod);
+                        size_t i = fl->node[k];
+                        int64_t room = fits(env, t, i, pod);
+                        /* tiered: the generic flavors in idle-cards order, then TAS's order */
+                        unsigned ti = tiers ? idle_cards(t, i, c->nodes[i].n_gpus) : 0;
 
-                        if (room && (best == SIZE_MAX || room < least)) {
-                                best = fl->node[k];
+                        if (room &&
+                            (best == SIZE_MAX || ti < tier || (ti == tier && room < least))) {
+                                best = i;
                                 least = room;
+                                tier = ti;
                         }
                 }
         }
@@ -295,3 +331,5 @@ static void tessera_bound(const struct tsr_policy_env *env, void *state, const s
 
 const struct tsr__policy_ops tsr__policy_tessera = {"tessera", tessera_start, tessera_stop,
                                                     tessera_place, tessera_bound};
+const struct tsr__policy_ops tsr__policy_tessera_tiered = {
+    "tessera-tiered", tiered_start, tessera_stop, tessera_place, tessera_bound};
