@@ -28,7 +28,7 @@ replay: build
 	mkdir -p $(BUILD_DIR)/replay
 	./$(BUILD_DIR)/src/cli/tessera replay --nodes $(TRACES)/openb_node_list_gpu_node.csv \
 		$(foreach p,$(wildcard $(TRACES)/openb_pod_list_*.csv),--pods $(p)) \
-		--csv $(BUILD_DIR)/replay/replay.csv --svg $(BUILD_DIR)/replay/replay.svg
+		--check-published 10 --csv $(BUILD_DIR)/replay/replay.csv --svg $(BUILD_DIR)/replay/replay.svg
 
 clean:
 	rm -rf $(BUILD_DIR) build-ci-gcc build-ci-asan build-ci-tsan build-ci-fuzz
