@@ -287,19 +287,79 @@ int tsr_dm_agent_devices(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_d
         return rc;
 }
 
+/* pod-resources' List when the agent may ask it, else NULL (the fallback). Under mu. */
+static struct tsr_dp_kubelet_view *kubelet_view(struct tsr_dm_agent *a)
+{
+        struct tsr_dp_kubelet_view *kv = NULL;
+
+        if (a->opts.identify_by_kubelet && a->opts.kubelet_view &&
+            a->opts.kubelet_view(a->opts.ctx, &kv))
+                kv = NULL;
+        return kv;
+}
+
+static void kubelet_view_free(struct tsr_dm_agent *a, struct tsr_dp_kubelet_view *kv)
+{
+        if (kv)
+                a->opts.kubelet_view_free(a->opts.ctx, kv);
+}
+
+static bool reserved_by(void *ctx, const char *uid, const char *container)
+{
+        const struct tsr_dm_agent *a = ctx;
+
+        for (size_t k = 0; k < a->n_res; k++)
+                if (!strcmp(a->res[k].uid, uid) && !strcmp(a->res[k].alloc.container, container))
+                        return true;
+        return false;
+}
+
+/*
+ * The units the next slice of size tokens packs by: those of the container Allocate would name
+ * (identified as it does), else the smallest slice still waiting on the node (no card that cannot
+ * hold it is preferred), else 0 (any free slot). Under mu; *kv receives the view asked for.
+ */
+static int64_t slice_units(struct tsr_dm_agent *a, json_t *pods, unsigned size,
+                           struct tsr_dp_kubelet_view **kv)
+{
+        char resource[TSR_KEY_MAX], msg[256];
+        struct tsr_dp_identity id;
+        int64_t units = 0;
+
+        if (tsr_dp_resource_name(&a->node, TSR_FAMILY_SLICED, resource))
+                return 0;
+        *kv = kubelet_view(a);
+        if (!tsr_dp_identify(&a->node, pods, *kv, resource, NULL, size, reserved_by, a, &id, msg,
+                             sizeof(msg)) &&
+            id.demand.family == TSR_FAMILY_SLICED && id.demand.units > 0)
+                return id.demand.units;
+        if (tsr_dp_smallest_pending(&a->node, pods, resource, reserved_by, a, &units))
+                units = 0;
+        return units;
+}
+
 int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char *const *available,
                            size_t n_avail, const char *const *must, size_t n_must, unsigned size,
                            const char **out, size_t *n_out)
 {
         struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
+        struct tsr_dp_kubelet_view *kv = NULL;
+        int64_t units = 0;
+        json_t *pods = NULL;
         int rc;
 
         if (!ledger)
                 return TSR_ENOMEM;
-        rc = tsr_dm_agent_ledger(a, ledger, NULL);
+        pthread_mutex_lock(&a->mu);
+        rc = snapshot(a, &pods, ledger, NULL);
+        if (!rc && f == TSR_FAMILY_SLICED)
+                units = slice_units(a, pods, size, &kv);
+        pthread_mutex_unlock(&a->mu);
+        kubelet_view_free(a, kv);
+        json_decref(pods);
         if (!rc)
                 rc = tsr_dp_preferred(&a->node, ledger, f, available, n_avail, must, n_must, size,
-                                      0, out, n_out);
+                                      units, out, n_out);
         free(ledger);
         return rc;
 }
@@ -317,16 +377,6 @@ static void answer(struct tsr_dm_answer *out, enum tsr_dm_code code, const char 
         va_start(ap, fmt);
         vsnprintf(out->message, sizeof(out->message), fmt, ap);
         va_end(ap);
-}
-
-static bool reserved_by(void *ctx, const char *uid, const char *container)
-{
-        const struct tsr_dm_agent *a = ctx;
-
-        for (size_t k = 0; k < a->n_res; k++)
-                if (!strcmp(a->res[k].uid, uid) && !strcmp(a->res[k].alloc.container, container))
-                        return true;
-        return false;
 }
 
 /* Settles a partition claim: a MIG instance reused, adopted or created, with its marker. */
@@ -519,9 +569,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 answer(out, TSR_DM_INTERNAL, "the node's ledger cannot be rebuilt: %s", d.msg);
                 goto unlock;
         }
-        if (a->opts.identify_by_kubelet && a->opts.kubelet_view &&
-            a->opts.kubelet_view(a->opts.ctx, &kv))
-                kv = NULL;
+        kv = kubelet_view(a);
         if (tsr_dp_identify(&a->node, pods, kv, resource, ids, n_ids, reserved_by, a, &id,
                             out->message, sizeof(out->message))) {
                 out->code = TSR_DM_FAILED_PRECONDITION;
@@ -569,8 +617,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         }
 unlock:
         pthread_mutex_unlock(&a->mu);
-        if (kv)
-                a->opts.kubelet_view_free(a->opts.ctx, kv);
+        kubelet_view_free(a, kv);
         json_decref(pods);
         free(ledger);
         free(g);

@@ -20,8 +20,8 @@
  *
  * Threads: every function is safe from any thread; callbacks (pods, kubelet view, record,
  * subscribers, log) are called without the agent's lock held, except kubelet_view, which Allocate
- * calls under it, and pods, called under it except while an annotation is being recorded (neither
- * may call back into the agent).
+ * and a slice's GetPreferredAllocation call under it, and pods, called under it except while an
+ * annotation is being recorded (neither may call back into the agent).
  * Ownership: tsr_dm_agent_new copies caps; opts' functions and contexts are borrowed for the
  * agent's life; the store and backend are borrowed too.
  */
@@ -115,7 +115,14 @@ int tsr_dm_agent_ledger(struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger,
 int tsr_dm_agent_devices(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_dp_device **out,
                          size_t *n);
 
-/* GetPreferredAllocation for one container request (tsr_dp_preferred on the current ledger). */
+/*
+ * GetPreferredAllocation for one container request (tsr_dp_preferred on the current ledger). A
+ * slice packs by the units of the container Allocate would name now (tsr_dp_identify without IDs,
+ * pod-resources first as Allocate asks it, under the node lock): the most-occupied offered card
+ * that still fits it. When nobody can be named, by the smallest slice still waiting on the node
+ * (tsr_dp_smallest_pending), so no card that cannot hold any waiting slice is preferred; with no
+ * slice waiting, the most-occupied card with a free slot (any units). Advisory: Allocate decides.
+ */
 int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char *const *available,
                            size_t n_avail, const char *const *must, size_t n_must, unsigned size,
                            const char **out, size_t *n_out);

@@ -93,6 +93,23 @@ static bool older(json_t *a, json_t *b)
                       or_empty(str_at(b, "metadata", "name"))) < 0;
 }
 
+/* Whether pod can be served at all: named, not being deleted, its spec readable into spec. */
+static bool servable(json_t *pod, struct tsr_pod_spec *spec)
+{
+        return str_at(pod, "metadata", "uid") && str_at(pod, "metadata", "namespace") &&
+               str_at(pod, "metadata", "name") &&
+               !json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") &&
+               !tsr_pod_spec_read(pod, &spec->req, &spec->text, NULL);
+}
+
+/* Whether the phase makes pod a fallback candidate: Pending, or no phase yet. */
+static bool pending(json_t *pod)
+{
+        const char *phase = str_at(pod, "status", "phase");
+
+        return !phase || !strcmp(phase, "Pending");
+}
+
 /* Fills out with the container of pod that requests resource with n tokens, if any is free. */
 static bool candidate_in(const struct tsr_dp_node *node, json_t *pod,
                          const struct tsr_dp_kubelet_view *kv, const char *resource, size_t n,
@@ -103,10 +120,7 @@ static bool candidate_in(const struct tsr_dp_node *node, json_t *pod,
         const char *ns = str_at(pod, "metadata", "namespace");
         const char *name = str_at(pod, "metadata", "name");
 
-        if (!uid || !ns || !name ||
-            json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
-                return false;
-        if (tsr_pod_spec_read(pod, &spec->req, &spec->text, NULL))
+        if (!servable(pod, spec))
                 return false;
         for (size_t i = 0; i < spec->req.n; i++) {
                 const struct tsr_container_req *c = &spec->req.c[i];
@@ -139,7 +153,7 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
                 return TSR_ENOMEM;
         }
         /* a repeated Allocate: the kubelet already lists these devices for a container */
-        for (size_t h = 0; kv && h < kv->n_held && !found; h++) {
+        for (size_t h = 0; kv && ids && h < kv->n_held && !found; h++) {
                 const struct tsr_dp_held *held = &kv->held[h];
 
                 if (strcmp(held->resource, resource) ||
@@ -168,13 +182,11 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
         }
         json_array_foreach(pods, i, pod)
         {
-                const char *phase = str_at(pod, "status", "phase");
-
                 if (found)
                         break;
                 if (kv ? !kubelet_lists(kv, or_empty(str_at(pod, "metadata", "namespace")),
                                         or_empty(str_at(pod, "metadata", "name")))
-                       : phase && strcmp(phase, "Pending"))
+                       : !pending(pod))
                         continue;
                 if (!candidate_in(node, pod, kv, resource, n_ids, reserved, ctx, spec, &cand))
                         continue;
@@ -191,5 +203,40 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
         }
         best.by_kubelet = kv != NULL;
         *out = best;
+        return 0;
+}
+
+int tsr_dp_smallest_pending(const struct tsr_dp_node *node, json_t *pods, const char *resource,
+                            tsr_dp_reserved_fn reserved, void *ctx, int64_t *units)
+{
+        struct tsr_pod_spec *spec = malloc(sizeof(*spec));
+        int64_t least = 0;
+        json_t *pod;
+        size_t i;
+
+        if (!spec)
+                return TSR_ENOMEM;
+        json_array_foreach(pods, i, pod)
+        {
+                const char *uid = str_at(pod, "metadata", "uid");
+
+                if (!pending(pod) || !servable(pod, spec))
+                        continue;
+                for (size_t c = 0; c < spec->req.n; c++) {
+                        const struct tsr_container_req *cr = &spec->req.c[c];
+                        struct tsr_demand d;
+
+                        if (tsr_container_request(cr, resource, false) <= 0 ||
+                            (reserved && reserved(ctx, uid, cr->name)) || annotated(pod, cr->name))
+                                continue;
+                        tsr_demand_of_container(&spec->req, c, node->m, &d);
+                        if (d.units > 0 && (!least || d.units < least))
+                                least = d.units;
+                }
+        }
+        free(spec);
+        if (!least)
+                return TSR_ENOTFOUND;
+        *units = least;
         return 0;
 }

@@ -9,11 +9,12 @@
  *  2. the fallback (no pod-resources answer): the same choice among the Pods bound to the node in
  *     phase Pending.
  * "Requests with this many tokens": the container's limit (else request) of the resource equals
- * the number of IDs. A container already in the Pod's allocation annotation, or reserved by an
- * earlier Allocate (the caller's predicate), is never chosen twice; Pods being deleted are
- * skipped. Oldest is by metadata.creationTimestamp, then namespace/name, then container order.
- * The caller holds the node's allocation lock so that identify, refuse and reserve are one step.
- * Pure; pods and the kubelet view are only read.
+ * the number of IDs. GetPreferredAllocation names the container the same way before the IDs are
+ * chosen: ids NULL skips step 1's repeated-Allocate match and keeps the count. A container already
+ * in the Pod's allocation annotation, or reserved by an earlier Allocate (the caller's predicate),
+ * is never chosen twice; Pods being deleted are skipped. Oldest is by metadata.creationTimestamp,
+ * then namespace/name, then container order. The caller holds the node's allocation lock so that
+ * identify, refuse and reserve are one step. Pure; pods and the kubelet view are only read.
  */
 #ifndef TSR_DEVICEPLUGIN_IDENTIFY_H
 #define TSR_DEVICEPLUGIN_IDENTIFY_H
@@ -52,13 +53,24 @@ struct tsr_dp_identity {
 };
 
 /*
- * Names the Pod and container an Allocate of ids[0..n_ids) on resource serves. pods is the array
- * of Pods bound to the node (API server); kv may be NULL (the fallback). Returns 0 with *out, or
- * TSR_ENOTFOUND with the reason in msg.
+ * Names the Pod and container an Allocate of ids[0..n_ids) on resource serves (ids NULL: n_ids
+ * tokens not chosen yet). pods is the array of Pods bound to the node (API server); kv may be
+ * NULL (the fallback). Returns 0 with *out, or TSR_ENOTFOUND with the reason in msg.
  */
 int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
                     const struct tsr_dp_kubelet_view *kv, const char *resource,
                     const char *const *ids, size_t n_ids, tsr_dp_reserved_fn reserved, void *ctx,
                     struct tsr_dp_identity *out, char *msg, size_t len);
+
+/*
+ * The fewest units any waiting container asks with resource: among the Pods bound to the node in
+ * phase Pending (or without a phase) and not being deleted, whatever the kubelet lists, the
+ * containers that request resource (any count), are not in their Pod's allocation annotation and
+ * are not reserved; only demands with units count (a slice, a partition). Returns 0 with *units,
+ * TSR_ENOTFOUND when there is none, or TSR_ENOMEM. What GetPreferredAllocation packs a slice by
+ * when tsr_dp_identify names nobody.
+ */
+int tsr_dp_smallest_pending(const struct tsr_dp_node *node, json_t *pods, const char *resource,
+                            tsr_dp_reserved_fn reserved, void *ctx, int64_t *units);
 
 #endif

@@ -23,7 +23,8 @@
 /*
  * Chooses size tokens for one container request of family f. available and must (the kubelet's
  * lists) are borrowed; out receives up to size pointers into available/must, *n_out their number.
- * slice_units is the slice's units when the container is known, else 0 (any free slot fits).
+ * slice_units is the slice's units (the device manager's choice when it cannot name the
+ * container: devicemanager/agent.h), or 0: any free slot fits.
  * Returns 0, or TSR_ENOMEM.
  */
 int tsr_dp_preferred(const struct tsr_dp_node *node, const struct tsr_accel_ledger *ledger,

@@ -8,7 +8,8 @@
  *              fallback when packing cannot fill, fungible families in offered order;
  *   identify   the kubelet's listing first (a repeated Allocate, then the Pods it lists), the
  *              pending-Pod fallback, oldest first, reserved / annotated / deleting / other-count
- *              containers skipped;
+ *              containers skipped; without IDs (GetPreferredAllocation) no repeated-Allocate
+ *              match; the smallest pending, unreserved slice;
  *   allocate   each refusal (another mode, two shares on one card, no units, no slot), the gate
  *              off, a foreign token, and a grant's ledger charge and annotation entry.
  */
@@ -347,12 +348,72 @@ static void identify_containers(void **state)
         json_decref(pods);
 }
 
+/* GetPreferredAllocation names the container before the IDs exist, and the smallest slice. */
+static void identify_before_ids(void **state)
+{
+        json_t *pods = json_array();
+        const char *held_ids[] = {tok(5, 0)};
+        const char *ns[] = {"ns", "ns"}, *names[] = {"running", "newer"};
+        struct tsr_dp_held held = {"ns", "running", "main", "nvidia.com/gpu", held_ids, 1};
+        struct tsr_dp_kubelet_view kv = {&held, 1, ns, names, 2};
+        struct tsr_dp_identity id;
+        char msg[256];
+        int64_t units = -1;
+
+        (void)state;
+        json_array_append_new(
+            pods, pod("newer", "2026-12-02T10:00:05Z", "Pending", "main", "nvidia.com/gpu", "1"));
+        json_array_append_new(
+            pods, pod("running", "2026-12-02T08:00:00Z", "Running", "main", "nvidia.com/gpu", "1"));
+        /* no IDs: no repeated-Allocate match; running holds its card, so newer */
+        assert_int_equal(tsr_dp_identify(&fx.node, pods, &kv, "nvidia.com/gpu", NULL, 1,
+                                         is_reserved, NULL, &id, msg, sizeof(msg)),
+                         0);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(id.pod, "metadata"), "name")),
+            "newer");
+        /* no slice waiting */
+        assert_int_equal(tsr_dp_smallest_pending(&fx.node, pods, "nvidia.com/gpu.sliced",
+                                                 is_reserved, NULL, &units),
+                         TSR_ENOTFOUND);
+        assert_int_equal(units, -1);
+        json_array_clear(pods);
+        const char *sliced[][3] = {{"big", "Pending", "900000"},
+                                   {"small", "Pending", "300000"},
+                                   {"ran", "Running", "100000"},
+                                   {"held", "Pending", "200000"}};
+        for (size_t k = 0; k < 4; k++) {
+                json_t *p = pod(sliced[k][0], "2026-12-02T10:00:00Z", sliced[k][1], "main",
+                                "nvidia.com/gpu.sliced", "1");
+                json_t *c =
+                    json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0);
+
+                json_object_set_new(json_object_get(json_object_get(c, "resources"), "limits"),
+                                    "nvidia.com/gpu.sliced.units", json_string(sliced[k][2]));
+                json_array_append_new(pods, p);
+        }
+        /* the smallest pending, unreserved slice: not the Running one, not the reserved one */
+        reserved_uid = "held";
+        assert_int_equal(tsr_dp_smallest_pending(&fx.node, pods, "nvidia.com/gpu.sliced",
+                                                 is_reserved, NULL, &units),
+                         0);
+        assert_int_equal(units, 300000);
+        reserved_uid = "small";
+        assert_int_equal(tsr_dp_smallest_pending(&fx.node, pods, "nvidia.com/gpu.sliced",
+                                                 is_reserved, NULL, &units),
+                         0);
+        assert_int_equal(units, 200000);
+        reserved_uid = NULL;
+        json_decref(pods);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup(devices_per_family, setup),
             cmocka_unit_test_setup(preferred_packs, setup),
             cmocka_unit_test_setup(identify_containers, setup),
+            cmocka_unit_test_setup(identify_before_ids, setup),
             cmocka_unit_test_setup(allocate_refusals, setup),
             cmocka_unit_test_setup(allocate_grants, setup),
         };

@@ -93,6 +93,7 @@ struct node {
         unsigned mig[GPUS], n_mig;     /* cards in MIG mode */
         struct tsr_dm_agent *agent;
         atomic_uint kubelet_asked;
+        bool kubelet_lists_nobody; /* pod-resources answers, listing no Pod (else it fails) */
         /* the API server: each write takes record_lag_us; every record_fail_every-th fails */
         unsigned record_lag_us, record_fail_every;
         atomic_uint records, record_failures;
@@ -340,14 +341,26 @@ static int record_cb(void *ctx, const char *ns, const char *name, const char *ui
         return 0;
 }
 
-/* The kubelet serves no pod-resources: the agent falls back to the pending Pods. */
+/*
+ * The kubelet serves no pod-resources (the agent falls back to the pending Pods), or, with
+ * kubelet_lists_nobody, answers a List that names no Pod yet.
+ */
 static int kubelet_view_cb(void *ctx, struct tsr_dp_kubelet_view **kv)
 {
+        static struct tsr_dp_kubelet_view nobody;
         struct node *n = ctx;
 
-        (void)kv;
         atomic_fetch_add(&n->kubelet_asked, 1);
-        return TSR_EIO;
+        if (!n->kubelet_lists_nobody)
+                return TSR_EIO;
+        *kv = &nobody;
+        return 0;
+}
+
+static void kubelet_view_free_cb(void *ctx, struct tsr_dp_kubelet_view *kv)
+{
+        (void)ctx;
+        (void)kv;
 }
 
 /* The allocation annotation of Pod p (NULL: none), or NULL. Under mu. */
@@ -413,6 +426,7 @@ static int setup(void **state)
         opts.identify_by_kubelet = true;
         opts.pods = pods_cb;
         opts.kubelet_view = kubelet_view_cb;
+        opts.kubelet_view_free = kubelet_view_free_cb;
         opts.record = record_cb;
         opts.ctx = &N;
         assert_int_equal(tsr_dm_agent_new(N.caps, N.n_caps, &opts, &N.agent, &d), 0);
@@ -688,6 +702,91 @@ static void test_no_pending_container(void **state)
         assert_string_equal(a.pod, "");
         assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
         assert_int_equal(ledger[N.bound[1]].mode, TSR_MODE_NONE);
+}
+
+/* A pending Pod name asking for a slice of units, granted slice token k of GPU g. */
+static void grant_slice(const char *name, unsigned g, unsigned k, int64_t units)
+{
+        char t[TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t, TSR_FAMILY_SLICED, g, k)};
+        struct tsr_dm_answer a;
+
+        add_pod(&N, name, TSR_FAMILY_SLICED, limits_of(TSR_FAMILY_SLICED, 1, NULL, units),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_SLICED, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_string_equal(a.visible, N.caps[g].uuid);
+}
+
+/* The preferred slice token among avail[0..n) for the next slice container. */
+static const char *preferred_slice(const char *const *avail, size_t n)
+{
+        const char *out[1] = {NULL};
+        size_t k = 0;
+
+        assert_int_equal(
+            tsr_dm_agent_preferred(N.agent, TSR_FAMILY_SLICED, avail, n, NULL, 0, 1, out, &k), 0);
+        assert_int_equal(k, 1);
+        return out[0];
+}
+
+static void test_preferred_slice_fits(void **state)
+{
+        char t[2][TSR_TOKEN_ID_MAX];
+        const char *avail[2] = {token(t[0], TSR_FAMILY_SLICED, N.bound[0], 2),
+                                token(t[1], TSR_FAMILY_SLICED, N.bound[1], 0)};
+        const char *ids[1];
+        struct tsr_dm_answer a;
+
+        (void)state;
+        /* GPU bound[0] keeps 100,000 units; bound[1] is idle */
+        grant_slice("s1", N.bound[0], 0, 800000);
+        grant_slice("s2", N.bound[0], 1, 700000);
+        /* nothing pending: the most-occupied card with a free slot (the fallback) */
+        assert_string_equal(preferred_slice(avail, 2), avail[0]);
+
+        /* an 800,000-unit slice pending: the card that fits, and Allocate takes it */
+        add_pod(&N, "big", TSR_FAMILY_SLICED, limits_of(TSR_FAMILY_SLICED, 1, NULL, 800000),
+                "Pending");
+        ids[0] = preferred_slice(avail, 2);
+        assert_string_equal(ids[0], avail[1]);
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_SLICED, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_string_equal(a.pod, NS "/big");
+        assert_string_equal(a.visible, N.caps[N.bound[1]].uuid);
+
+        /* a 100,000-unit slice still packs onto the fullest card */
+        add_pod(&N, "small", TSR_FAMILY_SLICED, limits_of(TSR_FAMILY_SLICED, 1, NULL, 100000),
+                "Pending");
+        assert_string_equal(preferred_slice(avail, 2), avail[0]);
+}
+
+/*
+ * No container identified (pod-resources lists no Pod yet): the hint still fits the smallest
+ * pending slice; with none pending it is the most-occupied card with a free slot.
+ */
+static void test_preferred_slice_unidentified(void **state)
+{
+        char t[2][TSR_TOKEN_ID_MAX];
+        const char *avail[2] = {token(t[0], TSR_FAMILY_SLICED, N.bound[0], 2),
+                                token(t[1], TSR_FAMILY_SLICED, N.bound[1], 0)};
+
+        (void)state;
+        grant_slice("s1", N.bound[0], 0, 800000);
+        grant_slice("s2", N.bound[0], 1, 700000);
+        N.kubelet_lists_nobody = true;
+        add_pod(&N, "big", TSR_FAMILY_SLICED, limits_of(TSR_FAMILY_SLICED, 1, NULL, 900000),
+                "Pending");
+        add_pod(&N, "mid", TSR_FAMILY_SLICED, limits_of(TSR_FAMILY_SLICED, 1, NULL, 400000),
+                "Pending");
+        assert_string_equal(preferred_slice(avail, 2), avail[1]);
+        pthread_mutex_lock(&N.mu);
+        delete_pod(find_pod(&N, "big"));
+        delete_pod(find_pod(&N, "mid"));
+        pthread_mutex_unlock(&N.mu);
+        add_pod(&N, "tiny", TSR_FAMILY_SLICED, limits_of(TSR_FAMILY_SLICED, 1, NULL, 50000),
+                "Pending");
+        assert_string_equal(preferred_slice(avail, 2), avail[0]);
 }
 
 /* ---- concurrent ---------------------------------------------------------------------------- */
@@ -1203,6 +1302,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_foreign_token, setup, teardown),
             cmocka_unit_test_setup_teardown(test_partition_carved_and_reclaimed, setup, teardown),
             cmocka_unit_test_setup_teardown(test_no_pending_container, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_preferred_slice_fits, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_preferred_slice_unidentified, setup, teardown),
             cmocka_unit_test_setup_teardown(test_concurrent_allocate, setup, teardown),
         };
 
