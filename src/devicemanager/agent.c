@@ -14,11 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An Allocate whose annotation the Pod does not show yet. */
+/*
+ * An Allocate whose annotation the Pod does not show yet. A visibility grant is reserved too, so
+ * that its container is not named again, but charges nothing and is never written into the
+ * annotation: it lasts until its Pod is gone.
+ */
 struct reservation {
         char uid[128], ns[254], name[254];
         struct tsr_container_allocation alloc;
-        bool recorded; /* the annotation write succeeded (the watch may lag behind it) */
+        bool recorded;   /* the annotation write succeeded (the watch may lag behind it) */
+        bool visibility; /* a visibility grant: nothing to record (recorded is true) */
 };
 
 struct subscriber {
@@ -449,7 +454,7 @@ static void settle_visibility(struct tsr_dm_agent *a, json_t *pod, const char *u
 }
 
 static int add_reservation(struct tsr_dm_agent *a, json_t *pod, const char *container,
-                           const struct tsr_dp_grant *g)
+                           const struct tsr_dp_grant *g, bool visibility)
 {
         struct reservation *r;
 
@@ -468,6 +473,7 @@ static int add_reservation(struct tsr_dm_agent *a, json_t *pod, const char *cont
         snprintf(r->ns, sizeof(r->ns), "%s", str_at(pod, "metadata", "namespace"));
         snprintf(r->name, sizeof(r->name), "%s", str_at(pod, "metadata", "name"));
         r->alloc = g->alloc;
+        r->visibility = r->recorded = visibility;
         snprintf(r->alloc.container, sizeof(r->alloc.container), "%s", container);
         snprintf(r->alloc.group_id, sizeof(r->alloc.group_id), "%.*s",
                  (int)sizeof(r->alloc.group_id) - 1, a->node.group);
@@ -492,7 +498,7 @@ static char *annotation_for(struct tsr_dm_agent *a, json_t *pod, const char *uid
         for (size_t k = 0; k < a->n_res; k++) {
                 size_t i = 0;
 
-                if (strcmp(a->res[k].uid, uid))
+                if (strcmp(a->res[k].uid, uid) || a->res[k].visibility)
                         continue;
                 while (i < na && strcmp(alloc[i].container, a->res[k].alloc.container))
                         i++;
@@ -605,7 +611,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 granted = rc == 0;
         }
         }
-        if (granted && f != TSR_FAMILY_VISIBILITY && add_reservation(a, id.pod, id.container, g)) {
+        if (granted && add_reservation(a, id.pod, id.container, g, f == TSR_FAMILY_VISIBILITY)) {
                 answer(out, TSR_DM_INTERNAL, "device manager: out of memory");
                 granted = false;
         }

@@ -14,6 +14,10 @@
  * (pod-resources first when the caller can ask it, else the oldest pending Pod), refuse or settle
  * the claim (accelerator-bound: the tokens name the cards; partitioned: carve or reuse a MIG
  * instance with its durable marker; visibility: the cards the Pod already holds), and reserve.
+ * A visibility grant is reserved too (charging nothing, never written into the annotation, kept
+ * until its Pod is gone), so its container is not named twice; and a visibility container is
+ * named only in a Pod whose accelerator containers are all served (deviceplugin/identify.h), the
+ * Pod the kubelet is admitting, never merely the oldest pending one.
  * Then, outside the lock, the allocation annotation is recorded on the Pod through the caller's
  * record function; a failed record is retried by tsr_dm_agent_sync. Every change that can move a
  * device list calls the subscribers (outside the lock), which re-read the lists.

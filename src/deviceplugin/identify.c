@@ -37,6 +37,7 @@ static bool same_set(const char *const *a, size_t na, const char *const *b, size
         return true;
 }
 
+/* What the kubelet lists container holding of resource (NULL: of any resource), or NULL. */
 static const struct tsr_dp_held *held_by(const struct tsr_dp_kubelet_view *kv, const char *ns,
                                          const char *pod, const char *container,
                                          const char *resource)
@@ -45,8 +46,8 @@ static const struct tsr_dp_held *held_by(const struct tsr_dp_kubelet_view *kv, c
                 const struct tsr_dp_held *h = &kv->held[i];
 
                 if (!strcmp(h->ns, ns) && !strcmp(h->pod, pod) &&
-                    !strcmp(h->container, container) && !strcmp(h->resource, resource) &&
-                    h->n_ids > 0)
+                    !strcmp(h->container, container) &&
+                    (!resource || !strcmp(h->resource, resource)) && h->n_ids > 0)
                         return h;
         }
         return NULL;
@@ -110,17 +111,53 @@ static bool pending(json_t *pod)
         return !phase || !strcmp(phase, "Pending");
 }
 
-/* Fills out with the container of pod that requests resource with n tokens, if any is free. */
-static bool candidate_in(const struct tsr_dp_node *node, json_t *pod,
-                         const struct tsr_dp_kubelet_view *kv, const char *resource, size_t n,
-                         tsr_dp_reserved_fn reserved, void *ctx, struct tsr_pod_spec *spec,
-                         struct tsr_dp_identity *out)
+/* Whether container c of pod (uid ns/name) was served: annotated, reserved, or holding devices. */
+static bool served(json_t *pod, const char *uid, const char *ns, const char *name, const char *c,
+                   const struct tsr_dp_kubelet_view *kv, tsr_dp_reserved_fn reserved, void *ctx)
+{
+        return (reserved && reserved(ctx, uid, c)) || annotated(pod, c) ||
+               (kv && held_by(kv, ns, name, c, NULL));
+}
+
+/*
+ * Whether no container of pod still waits for the node's accelerators. A visibility container
+ * shows what the rest of its Pod holds, and the kubelet allocates a Pod's containers one after
+ * the other, so its own Pod is the one being admitted: every accelerator container served.
+ */
+static bool accelerators_served(const struct tsr_dp_node *node, json_t *pod,
+                                const struct tsr_dp_kubelet_view *kv, tsr_dp_reserved_fn reserved,
+                                void *ctx, const struct tsr_pod_req *req)
 {
         const char *uid = str_at(pod, "metadata", "uid");
         const char *ns = str_at(pod, "metadata", "namespace");
         const char *name = str_at(pod, "metadata", "name");
 
-        if (!servable(pod, spec))
+        for (size_t i = 0; i < req->n; i++) {
+                struct tsr_demand d;
+
+                tsr_demand_of_container(req, i, node->m, &d);
+                if (d.family != TSR_FAMILY_NONE &&
+                    !served(pod, uid, ns, name, req->c[i].name, kv, reserved, ctx))
+                        return false;
+        }
+        return true;
+}
+
+/*
+ * Fills out with the container of pod that requests resource with n tokens, if any is free. A
+ * visibility resource (visibility) is served only in a Pod whose accelerator containers are.
+ */
+static bool candidate_in(const struct tsr_dp_node *node, json_t *pod,
+                         const struct tsr_dp_kubelet_view *kv, const char *resource, size_t n,
+                         bool visibility, tsr_dp_reserved_fn reserved, void *ctx,
+                         struct tsr_pod_spec *spec, struct tsr_dp_identity *out)
+{
+        const char *uid = str_at(pod, "metadata", "uid");
+        const char *ns = str_at(pod, "metadata", "namespace");
+        const char *name = str_at(pod, "metadata", "name");
+
+        if (!servable(pod, spec) ||
+            (visibility && !accelerators_served(node, pod, kv, reserved, ctx, &spec->req)))
                 return false;
         for (size_t i = 0; i < spec->req.n; i++) {
                 const struct tsr_container_req *c = &spec->req.c[i];
@@ -144,6 +181,9 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
 {
         struct tsr_pod_spec *spec = malloc(sizeof(*spec));
         struct tsr_dp_identity best = {0}, cand;
+        char vis[TSR_KEY_MAX];
+        bool visibility =
+            !tsr_dp_resource_name(node, TSR_FAMILY_VISIBILITY, vis) && !strcmp(vis, resource);
         json_t *pod;
         size_t i;
         bool found = false;
@@ -188,7 +228,8 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
                                         or_empty(str_at(pod, "metadata", "name")))
                        : !pending(pod))
                         continue;
-                if (!candidate_in(node, pod, kv, resource, n_ids, reserved, ctx, spec, &cand))
+                if (!candidate_in(node, pod, kv, resource, n_ids, visibility, reserved, ctx, spec,
+                                  &cand))
                         continue;
                 if (!best.pod || older(cand.pod, best.pod))
                         best = cand;

@@ -12,9 +12,15 @@
  * the number of IDs. GetPreferredAllocation names the container the same way before the IDs are
  * chosen: ids NULL skips step 1's repeated-Allocate match and keeps the count. A container already
  * in the Pod's allocation annotation, or reserved by an earlier Allocate (the caller's predicate),
- * is never chosen twice; Pods being deleted are skipped. Oldest is by metadata.creationTimestamp,
- * then namespace/name, then container order. The caller holds the node's allocation lock so that
- * identify, refuse and reserve are one step. Pure; pods and the kubelet view are only read.
+ * is never chosen twice; Pods being deleted are skipped. A visibility container (an SSH sidecar
+ * shown what the rest of its Pod holds, spec/upstream-behavior.md §1.2) is named only in a Pod
+ * none of whose containers asking for the node's accelerators still waits: each is annotated,
+ * reserved, or (with a view) holds devices. The kubelet allocates a Pod's containers one after
+ * another, so that is the Pod it is admitting, not the oldest pending one; a Pod asking for
+ * nothing else qualifies at once (its sidecar sees "void"). Oldest is by
+ * metadata.creationTimestamp, then namespace/name, then container order. The caller holds the
+ * node's allocation lock so that identify, refuse and reserve are one step. Pure; pods and the
+ * kubelet view are only read.
  */
 #ifndef TSR_DEVICEPLUGIN_IDENTIFY_H
 #define TSR_DEVICEPLUGIN_IDENTIFY_H

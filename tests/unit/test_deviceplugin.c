@@ -9,7 +9,8 @@
  *   identify   the kubelet's listing first (a repeated Allocate, then the Pods it lists), the
  *              pending-Pod fallback, oldest first, reserved / annotated / deleting / other-count
  *              containers skipped; without IDs (GetPreferredAllocation) no repeated-Allocate
- *              match; the smallest pending, unreserved slice;
+ *              match; the smallest pending, unreserved slice; a visibility container only in a
+ *              Pod whose accelerator containers are served (reserved, annotated, held);
  *   allocate   each refusal (another mode, two shares on one card, no units, no slot), the gate
  *              off, a foreign token, and a grant's ledger charge and annotation entry.
  */
@@ -272,13 +273,13 @@ static json_t *pod(const char *name, const char *created, const char *phase, con
         return p;
 }
 
-static const char *reserved_uid;
+static const char *reserved_uid, *reserved_container; /* container NULL: any */
 
 static bool is_reserved(void *ctx, const char *uid, const char *container)
 {
         (void)ctx;
-        (void)container;
-        return reserved_uid && !strcmp(uid, reserved_uid);
+        return reserved_uid && !strcmp(uid, reserved_uid) &&
+               (!reserved_container || !strcmp(container, reserved_container));
 }
 
 static void expect_identity(json_t *pods, const struct tsr_dp_kubelet_view *kv, size_t n_ids,
@@ -407,6 +408,66 @@ static void identify_before_ids(void **state)
         json_decref(pods);
 }
 
+/* A Pod "main" asking for one whole card, "sshd" for one visibility token. */
+static json_t *sidecar_pod(const char *name, const char *created)
+{
+        json_t *p = pod(name, created, "Pending", "main", "nvidia.com/gpu", "1");
+
+        json_array_append_new(json_object_get(json_object_get(p, "spec"), "containers"),
+                              json_pack("{s:s, s:{s:{s:s}}}", "name", "sshd", "resources", "limits",
+                                        "device.gpustack.ai/nvidia.visibility", "1"));
+        return p;
+}
+
+/* The Pod a visibility Allocate of one token names, or NULL. */
+static const char *visibility_pod(json_t *pods, const struct tsr_dp_kubelet_view *kv)
+{
+        const char *ids[] = {tok(7, 3)};
+        struct tsr_dp_identity id;
+        char msg[256];
+
+        if (tsr_dp_identify(&fx.node, pods, kv, "device.gpustack.ai/nvidia.visibility", ids, 1,
+                            is_reserved, NULL, &id, msg, sizeof(msg)))
+                return NULL;
+        assert_string_equal(id.container, "sshd");
+        return json_string_value(json_object_get(json_object_get(id.pod, "metadata"), "name"));
+}
+
+/* A visibility container is named only in a Pod whose accelerator containers are served. */
+static void identify_visibility(void **state)
+{
+        json_t *pods = json_array();
+        const char *held_ids[] = {tok(5, 0)};
+        const char *ns[] = {"ns", "ns"}, *names[] = {"first", "second"};
+        struct tsr_dp_held held = {"ns", "first", "main", "nvidia.com/gpu", held_ids, 1};
+        struct tsr_dp_kubelet_view kv = {NULL, 0, ns, names, 2};
+
+        (void)state;
+        json_array_append_new(pods, sidecar_pod("first", "2026-12-02T10:00:01Z"));
+        json_array_append_new(pods, sidecar_pod("second", "2026-12-02T10:00:02Z"));
+        /* both mains wait: nobody, not the oldest */
+        assert_null(visibility_pod(pods, NULL));
+        assert_null(visibility_pod(pods, &kv));
+        /* second's main reserved: second, though first is older */
+        reserved_uid = "second";
+        reserved_container = "main";
+        assert_string_equal(visibility_pod(pods, NULL), "second");
+        /* second's sidecar reserved as well: nobody again */
+        reserved_container = NULL;
+        assert_null(visibility_pod(pods, NULL));
+        reserved_uid = NULL;
+        /* the kubelet shows first's main holding a card */
+        kv.held = &held;
+        kv.n_held = 1;
+        assert_string_equal(visibility_pod(pods, &kv), "first");
+        assert_null(visibility_pod(pods, NULL));
+        /* first's main annotated */
+        json_object_set_new(json_object_get(json_array_get(pods, 0), "metadata"), "annotations",
+                            json_pack("{s:s}", TSR_ALLOC_ANNOTATION, "{\"main\": {}}"));
+        assert_string_equal(visibility_pod(pods, NULL), "first");
+        json_decref(pods);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -414,6 +475,7 @@ int main(void)
             cmocka_unit_test_setup(preferred_packs, setup),
             cmocka_unit_test_setup(identify_containers, setup),
             cmocka_unit_test_setup(identify_before_ids, setup),
+            cmocka_unit_test_setup(identify_visibility, setup),
             cmocka_unit_test_setup(allocate_refusals, setup),
             cmocka_unit_test_setup(allocate_grants, setup),
         };

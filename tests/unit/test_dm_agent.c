@@ -789,6 +789,103 @@ static void test_preferred_slice_unidentified(void **state)
         assert_string_equal(preferred_slice(avail, 2), avail[0]);
 }
 
+/* Adds container name limited to limits (taken) to live Pod pod. */
+static void add_container(const char *pod, const char *name, json_t *limits)
+{
+        struct pod *p;
+        int rc;
+
+        pthread_mutex_lock(&N.mu);
+        p = find_pod(&N, pod);
+        rc = json_array_append_new(
+            json_object_get(json_object_get(p ? p->obj : NULL, "spec"), "containers"),
+            json_pack("{s:s, s:s, s:{s:o}}", "name", name, "image", "x", "resources", "limits",
+                      limits));
+        pthread_mutex_unlock(&N.mu);
+        assert_int_equal(rc, 0);
+}
+
+/* A pending Pod name: "main" asking for cards whole cards, "sshd" for one visibility token. */
+static void add_sidecar_pod(const char *name, unsigned cards)
+{
+        add_pod(&N, name, TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, cards, NULL, 0),
+                "Pending");
+        add_container(name, "sshd",
+                      json_pack("{s:s}", "device.gpustack.ai/nvidia.visibility", "1"));
+}
+
+/* Allocate of exclusive GPUs bound[b0], bound[b0 + 1], ... (cards of them) names Pod pod. */
+static void expect_exclusive(unsigned b0, unsigned cards, const char *pod)
+{
+        char t[2][TSR_TOKEN_ID_MAX];
+        const char *ids[2];
+        struct tsr_dm_answer a;
+
+        for (unsigned k = 0; k < cards; k++)
+                ids[k] = token(t[k], TSR_FAMILY_EXCLUSIVE, N.bound[b0 + k], 0);
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, cards, &a);
+        if (a.code != TSR_DM_OK)
+                fail_msg("exclusive Allocate refused: %s", a.message);
+        assert_string_equal(a.pod, pod);
+}
+
+/* Allocate of visibility token k names pod's sidecar with visible, or (pod NULL) is refused. */
+static void expect_visibility(unsigned k, const char *pod, const char *sidecar, const char *visible)
+{
+        char t[TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t, TSR_FAMILY_VISIBILITY, N.bound[4], k)};
+        struct tsr_dm_answer a;
+
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_VISIBILITY, ids, 1, &a);
+        if (!pod) {
+                if (a.code != TSR_DM_FAILED_PRECONDITION)
+                        fail_msg("visibility Allocate named %s/%s (%s), want a refusal", a.pod,
+                                 a.container, a.visible);
+                return;
+        }
+        if (a.code != TSR_DM_OK)
+                fail_msg("visibility Allocate refused: %s", a.message);
+        assert_string_equal(a.pod, pod);
+        assert_string_equal(a.container, sidecar);
+        assert_string_equal(a.visible, visible);
+}
+
+/*
+ * Without pod-resources a visibility sidecar is named in its own Pod: one served is not named
+ * again (reserved like any grant), and a Pod whose accelerator containers still wait is skipped,
+ * so a second Pod's sidecar never gets the oldest pending Pod's GPUs.
+ */
+static void test_visibility_own_pod(void **state)
+{
+        char two[2 * TSR_UUID_MAX];
+
+        (void)state;
+        /* a, then b, admitted one after the other */
+        add_sidecar_pod("a", 1);
+        add_sidecar_pod("b", 1);
+        expect_exclusive(0, 1, NS "/a");
+        expect_visibility(0, NS "/a", "sshd", N.caps[N.bound[0]].uuid);
+        expect_exclusive(1, 1, NS "/b");
+        expect_visibility(1, NS "/b", "sshd", N.caps[N.bound[1]].uuid);
+        expect_visibility(2, NULL, NULL, ""); /* every sidecar served */
+
+        /* "waiting" is older than c but not admitted: c's sidecar is c's, then waiting's */
+        add_sidecar_pod("waiting", 2);
+        add_sidecar_pod("c", 1);
+        expect_exclusive(2, 1, NS "/c");
+        expect_visibility(3, NS "/c", "sshd", N.caps[N.bound[2]].uuid);
+        expect_visibility(4, NULL, NULL, "");
+        expect_exclusive(3, 2, NS "/waiting");
+        snprintf(two, sizeof(two), "%s,%s", N.caps[N.bound[3]].uuid, N.caps[N.bound[4]].uuid);
+        expect_visibility(5, NS "/waiting", "sshd", two);
+
+        /* a Pod with nothing but a sidecar holds nothing: void */
+        add_pod(&N, "vis", TSR_FAMILY_NONE,
+                json_pack("{s:s}", "device.gpustack.ai/nvidia.visibility", "1"), "Pending");
+        expect_visibility(6, NS "/vis", "main", "void");
+        assert_int_equal(tsr_dm_agent_sync(N.agent), 0); /* nothing to record for a sidecar */
+}
+
 /* ---- concurrent ---------------------------------------------------------------------------- */
 
 /* xorshift64*: one deterministic sequence per thread. */
@@ -1304,6 +1401,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_no_pending_container, setup, teardown),
             cmocka_unit_test_setup_teardown(test_preferred_slice_fits, setup, teardown),
             cmocka_unit_test_setup_teardown(test_preferred_slice_unidentified, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_visibility_own_pod, setup, teardown),
             cmocka_unit_test_setup_teardown(test_concurrent_allocate, setup, teardown),
         };
 
