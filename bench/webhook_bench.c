@@ -20,6 +20,7 @@
  * Output: plain text, every number measured in this run. Exit status 1 when any request failed.
  * Speed targets belong here, never in the unit tests.
  */
+#include "bench_common.h"
 #include "base/diag.h"
 #include "base/err.h"
 #include "codec/admission_review.h"
@@ -301,14 +302,6 @@ struct conn {
         size_t have;
 };
 
-static int64_t now_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * NS_PER_SECOND + ts.tv_nsec;
-}
-
 /* Connects and handshakes to 127.0.0.1:port. Returns 0, or -1 with a line on stderr. */
 static int conn_open(struct conn *c, gnutls_certificate_credentials_t cred, unsigned port)
 {
@@ -493,7 +486,7 @@ static void *worker_run(void *arg)
 
         pthread_barrier_wait(&p->barrier); /* everyone has connected */
         pthread_barrier_wait(&p->barrier); /* the clock is set */
-        for (int64_t t0 = now_ns(); ok && t0 < p->until; t0 = now_ns()) {
+        for (int64_t t0 = bench_now_ns(); ok && t0 < p->until; t0 = bench_now_ns()) {
                 const char *body;
                 size_t body_len, total;
                 int status = 0;
@@ -505,7 +498,7 @@ static void *worker_run(void *arg)
                         ok = false;
                         break;
                 }
-                t1 = now_ns();
+                t1 = bench_now_ns();
                 if (status != 200) {
                         fprintf(stderr, "bench: port %u: HTTP %d: %.*s\n", p->port, status,
                                 (int)body_len, body);
@@ -604,7 +597,7 @@ static int measure(struct phase *p, unsigned clients, double warmup, double seco
                 abort();
         }
         pthread_barrier_wait(&p->barrier);
-        p->measure_from = now_ns() + (int64_t)(warmup * 1e9);
+        p->measure_from = bench_now_ns() + (int64_t)(warmup * 1e9);
         p->until = p->measure_from + (int64_t)(seconds * 1e9);
         pthread_barrier_wait(&p->barrier);
         for (unsigned i = 0; i < clients; i++) {
@@ -889,41 +882,6 @@ static int parse_options(int argc, char **argv, struct options *o)
         return 0;
 }
 
-/* The CPU model from /proc/cpuinfo, or "?". */
-static void cpu_model(char *out, size_t len)
-{
-        FILE *f = fopen("/proc/cpuinfo", "r");
-        char line[256];
-
-        snprintf(out, len, "?");
-        while (f && fgets(line, sizeof(line), f)) {
-                char *colon = strchr(line, ':');
-
-                if (!strncmp(line, "model name", 10) && colon) {
-                        colon += strspn(colon + 1, " \t") + 1;
-                        colon[strcspn(colon, "\n")] = '\0';
-                        snprintf(out, len, "%s", colon);
-                        break;
-                }
-        }
-        if (f)
-                fclose(f);
-}
-
-/* The 1-minute load average from /proc/loadavg, or -1. */
-static double load_average(void)
-{
-        FILE *f = fopen("/proc/loadavg", "r");
-        double v = -1;
-
-        if (f) {
-                if (fscanf(f, "%lf", &v) != 1)
-                        v = -1;
-                fclose(f);
-        }
-        return v;
-}
-
 static int start_server(const struct options *o, const struct tsr_webhook_route *routes,
                         struct fixture *fx, struct tsr_webhook_server **out)
 {
@@ -991,9 +949,9 @@ int main(int argc, char **argv)
                 goto out;
         port = tsr_webhook_server_port(server);
 
-        cpu_model(model, sizeof(model));
+        bench_cpu_model(model, sizeof(model));
         printf("machine:    %ld CPUs online (%s), 1-minute load average %.2f before the run\n",
-               sysconf(_SC_NPROCESSORS_ONLN), model, load_average());
+               sysconf(_SC_NPROCESSORS_ONLN), model, bench_load_average());
         printf("server:     127.0.0.1:%u, %u worker threads: fold (%s) at " FOLD_PATH
                ", the fixed response at " FIXED_PATH "; clients in the same process\n",
                port, o.threads, fold_route->name);
@@ -1052,7 +1010,7 @@ int main(int argc, char **argv)
         }
         printf("\nload:       1-minute load average %.2f after the run (other processes share "
                "these CPUs: compare the ratio, not the absolute rates, across runs)\n",
-               load_average());
+               bench_load_average());
         if (failed)
                 fprintf(stderr, "bench: %zu requests or connections failed\n", failed);
         else
