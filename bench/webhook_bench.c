@@ -57,7 +57,6 @@
 #define CONC_MAX      16
 #define CLIENTS_MAX   1024
 #define ENTRANCE      "schedule.gpustack.ai/queue-entrance"
-#define NS_PER_SECOND 1000000000LL
 
 /* ---- the request ----------------------------------------------------------------------- */
 
