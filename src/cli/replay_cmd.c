@@ -7,6 +7,8 @@
 #include "base/err.h"
 #include "cli/options.h"
 #include "cli/read_file.h"
+#include "replay/mig.h"
+#include "replay/mig_optimum.h"
 #include "replay/report.h"
 #include "replay/run.h"
 
@@ -20,12 +22,19 @@
 #define SEEDS_MAX 64
 #define PROG      "tessera replay"
 
+#define MIG_DEFAULT_PRODUCT "NVIDIA H100 80GB HBM3"
+#define MIG_INSTANCES_MAX   1000000 /* --mig-optimum */
+
 static void usage(FILE *f)
 {
         fputs("usage: tessera replay --nodes NODES.csv --pods PODS.csv [--pods PODS.csv ...]\n"
               "                      [--policy NAME[,NAME...]] [--seeds 42-51] [--tune 1.3]\n"
               "                      [--ties first|random] [--csv FILE] [--svg FILE]\n"
-              "                      [--check-published PCT]\n\n"
+              "                      [--check-published PCT]\n"
+              "       tessera replay --mig-product NAME --nodes NODES.csv --pods PODS.csv ...\n"
+              "                      [--seeds 42-51] [--tune 1.3]\n"
+              "       tessera replay --mig-optimum N --pods PODS.csv [--mig-product NAME]\n"
+              "                      [--mig-tasks 12] [--seeds 42-51]\n\n"
               "Replays each pod list on the node list under the FGD (ATC'23) protocol: pods\n"
               "shuffled per seed, tuned to TUNE x the GPU capacity, placed one at a time, a pod\n"
               "that fits nowhere dropped, none leaving. Prints per pod list the GPU allocation\n"
@@ -40,7 +49,21 @@ static void usage(FILE *f)
               "  --csv      every seed's curve, one row per arrival point\n"
               "  --svg      unallocated GPU % against arrived workload, one line per policy\n"
               "  --check-published PCT  exit 1 when a policy with a published number is more\n"
-              "             than PCT % away from it\n",
+              "             than PCT % away from it\n\n"
+              "MIG variant: every GPU of the node list becomes a NAME in MIG mode (a MIG\n"
+              "product of src/core/products.def: \"NVIDIA H100 80GB HBM3\", \"NVIDIA\n"
+              "A100-SXM4-80GB\", ...). A fractional task takes the smallest profile whose\n"
+              "memory covers gpu_milli/1000 of the GPU's (ties: fewest compute slices), a\n"
+              "whole-GPU task one full-GPU instance per GPU. Same order and arrival axis as\n"
+              "above, tessera's chain only (TAS on the partition keys, the core allocator);\n"
+              "prints the GPU memory held and used at 100 %.\n"
+              "  --mig-product NAME  run the MIG variant on NAME instead of the policies\n"
+              "  --mig-optimum N     per seed, N random small instances (1-2 nodes x 1-2\n"
+              "             GPUs, tasks drawn from each pod list's fractional sizes): tessera\n"
+              "             online against the exact optimum by exhaustive search (drops\n"
+              "             allowed) and the work-conserving one (a task that fits is placed),\n"
+              "             on --mig-product (default " MIG_DEFAULT_PRODUCT ")\n"
+              "  --mig-tasks MAX     at most MAX tasks per instance (default 12, at most 16)\n",
               f);
 }
 
@@ -169,8 +192,9 @@ struct trace_run {
 };
 
 struct options {
-        const char *nodes, *pods[PODS_MAX], *csv, *svg;
-        size_t n_pods, n_seeds, n_policies;
+        const char *nodes, *pods[PODS_MAX], *csv, *svg, *mig_product;
+        size_t n_pods, n_seeds, n_policies, mig_optimum, mig_tasks;
+        bool policy_set;
         uint64_t seeds[SEEDS_MAX];
         enum tsr_policy_id policies[TSR_POLICY_COUNT];
         double tune, check;
@@ -183,6 +207,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         o->ties = TSR_TIES_FIRST;
         o->check = -1;
         o->n_seeds = 10;
+        o->mig_tasks = 12;
         for (size_t i = 0; i < 10; i++)
                 o->seeds[i] = 42 + i;
         parse_policies("all", o->policies, &o->n_policies);
@@ -214,6 +239,20 @@ static int parse_args(int argc, char **argv, struct options *o)
                 } else if (!strcmp(a, "--policy")) {
                         if (parse_policies(v, o->policies, &o->n_policies))
                                 return -1;
+                        o->policy_set = true;
+                } else if (!strcmp(a, "--mig-product")) {
+                        o->mig_product = v;
+                } else if (!strcmp(a, "--mig-optimum") || !strcmp(a, "--mig-tasks")) {
+                        bool tasks = !strcmp(a, "--mig-tasks");
+                        long long k;
+
+                        if (cli_parse_number(
+                                v, 1, tasks ? TSR_MIG_OPT_TASKS_MAX : MIG_INSTANCES_MAX, &k)) {
+                                fprintf(stderr, "%s: %s \"%s\" is not a number in 1..%d\n", PROG, a,
+                                        v, tasks ? TSR_MIG_OPT_TASKS_MAX : MIG_INSTANCES_MAX);
+                                return -1;
+                        }
+                        *(tasks ? &o->mig_tasks : &o->mig_optimum) = (size_t)k;
                 } else if (!strcmp(a, "--seeds")) {
                         if (parse_seeds(v, o->seeds, &o->n_seeds)) {
                                 fprintf(stderr,
@@ -243,12 +282,179 @@ static int parse_args(int argc, char **argv, struct options *o)
                         return -1;
                 }
         }
-        if (!o->nodes || !o->n_pods) {
+        if (o->mig_optimum) {
+                if (!o->n_pods) {
+                        fprintf(stderr, "%s: --mig-optimum needs at least one --pods\n", PROG);
+                        return -1;
+                }
+        } else if (!o->nodes || !o->n_pods) {
                 fprintf(stderr, "%s: --nodes and at least one --pods are required (see --help)\n",
                         PROG);
                 return -1;
         }
+        if ((o->mig_product || o->mig_optimum) && (o->csv || o->svg || o->check > 0)) {
+                fprintf(stderr,
+                        "%s: --csv, --svg and --check-published are not for the MIG variant\n",
+                        PROG);
+                return -1;
+        }
+        if ((o->mig_product || o->mig_optimum) && o->policy_set &&
+            (o->n_policies != 1 || o->policies[0] != TSR_POLICY_TESSERA)) {
+                fprintf(stderr,
+                        "%s: the MIG variant runs tessera's chain only (--policy tessera)\n", PROG);
+                return -1;
+        }
         return 0;
+}
+
+/* The MIG product named name, or NULL (with a message). */
+static const struct tsr_product *mig_product(const char *name)
+{
+        const struct tsr_product *p = tsr_catalog_product_by_name(name);
+
+        if (!p || tsr_mig_full_profile(p) < 0) {
+                fprintf(stderr, "%s: --mig-product \"%s\": %s (see src/core/products.def)\n", PROG,
+                        name, p ? "has no MIG" : "no such product");
+                return NULL;
+        }
+        return p;
+}
+
+/* The MIG variant of t on p: every seed, tessera's chain; its table into out. 0, or 1. */
+static int run_mig(const struct options *o, struct trace_run *t, const struct tsr_product *p,
+                   struct tsr_buf *out)
+{
+        struct tsr_mig_result *runs = calloc(o->n_seeds, sizeof(*runs));
+        double *seconds = calloc(o->n_seeds, sizeof(*seconds)), total = 0;
+        int status = 0;
+
+        if (!runs || !seconds) {
+                fprintf(stderr, "%s: out of memory\n", PROG);
+                status = 1;
+        }
+        for (size_t k = 0; !status && k < o->n_seeds; k++) {
+                struct tsr_diag diag;
+                double t0 = now_s();
+
+                tsr_diag_clear(&diag);
+                if (tsr_mig_run(&t->setup, p, o->seeds[k], &runs[k], &diag)) {
+                        fprintf(stderr, "%s: %s, MIG, seed %llu: %s\n", PROG, t->name,
+                                (unsigned long long)o->seeds[k], diag.msg);
+                        status = 1;
+                        break;
+                }
+                seconds[k] = now_s() - t0;
+                total += seconds[k];
+        }
+        if (!status) {
+                fprintf(stderr, "%s: %s: MIG variant on %s done, %.2f s per seed\n", PROG, t->name,
+                        p->name, total / (double)o->n_seeds);
+                if (tsr_mig_report_table(out, t->name, &t->setup, p, runs, seconds, o->n_seeds))
+                        status = 1;
+        }
+        free(runs);
+        free(seconds);
+        return status;
+}
+
+/* The fractional gpu_milli of pods[0..n) into a new array (*milli, *n_milli). 0 or 1. */
+static int fractional_sizes(const struct tsr_trace_pod *pods, size_t n, unsigned **milli,
+                            size_t *n_milli)
+{
+        *n_milli = 0;
+        *milli = malloc((n ? n : 1) * sizeof(**milli));
+        if (!*milli)
+                return 1;
+        for (size_t k = 0; k < n; k++)
+                if (tsr_trace_pod_fractional(&pods[k]))
+                        (*milli)[(*n_milli)++] = pods[k].gpu_milli;
+        return 0;
+}
+
+/* o->mig_optimum small instances per seed drawn from milli[0..n); the lines into out. 0 or 1. */
+static int mig_optimum_seeds(const struct options *o, const struct tsr_product *p, const char *name,
+                             const unsigned *milli, size_t n, struct tsr_buf *out)
+{
+        struct tsr_mig_gap all = {0};
+        int status = tsr_mig_gap_header(out) ? 1 : 0;
+
+        for (size_t s = 0; !status && s < o->n_seeds; s++) {
+                struct tsr_mig_gap g = {0};
+                struct tsr_diag diag;
+                struct tsr_rng rng;
+                double t0 = now_s();
+                char label[32];
+
+                tsr_diag_clear(&diag);
+                tsr_rng_seed(&rng, o->seeds[s]);
+                for (size_t k = 0; !status && k < o->mig_optimum; k++) {
+                        struct tsr_mig_small in;
+
+                        if (tsr_mig_small_draw(p, milli, n, o->mig_tasks, &rng, &in) ||
+                            tsr_mig_gap_add(&g, &in, &diag)) {
+                                fprintf(stderr, "%s: %s, seed %llu, instance %zu: %s\n", PROG, name,
+                                        (unsigned long long)o->seeds[s], k,
+                                        diag.msg[0] ? diag.msg : "cannot draw it");
+                                status = 1;
+                        }
+                }
+                g.seconds = now_s() - t0;
+                snprintf(label, sizeof(label), "seed %llu", (unsigned long long)o->seeds[s]);
+                if (!status && tsr_mig_gap_report(out, label, &g, false))
+                        status = 1;
+                tsr_mig_gap_merge(&all, &g);
+                fwrite(out->ptr, 1, out->len, stdout);
+                fflush(stdout);
+                tsr_buf_reset(out);
+        }
+        if (!status && (tsr_mig_gap_report(out, "all", &all, true) || tsr_buf_adds(out, "\n")))
+                status = 1;
+        return status;
+}
+
+/* Each pod list's fractional sizes, o->mig_optimum small instances per seed. 0, 1 or 2. */
+static int run_mig_optimum(const struct options *o, const struct tsr_product *p)
+{
+        struct tsr_buf text = TSR_BUF_INIT, out = TSR_BUF_INIT;
+        int status = 0;
+
+        for (size_t i = 0; i < o->n_pods && !status; i++) {
+                struct tsr_trace_pod *pods = NULL;
+                unsigned *milli = NULL;
+                size_t n_pods = 0, n = 0;
+                struct tsr_diag diag;
+                char name[128];
+
+                tsr_diag_clear(&diag);
+                tsr_buf_reset(&text);
+                trace_name(o->pods[i], name, sizeof(name));
+                if (load(o->pods[i], &text)) {
+                        status = 2;
+                } else if (tsr_trace_parse_pods(text.ptr, text.len, &pods, &n_pods, &diag)) {
+                        fprintf(stderr, "%s:%u: %s\n", o->pods[i], diag.line, diag.msg);
+                        status = 2;
+                } else if (fractional_sizes(pods, n_pods, &milli, &n) || !n) {
+                        fprintf(stderr, "%s: %s: %s\n", PROG, o->pods[i],
+                                milli ? "no fractional task to draw from" : "out of memory");
+                        status = milli ? 2 : 1;
+                } else if (tsr_buf_addf(&out,
+                                        "MIG optimum, pod list %s on %s: %zu instances per seed "
+                                        "of 1-2 nodes x 1-2 GPUs, tasks drawn from its %zu "
+                                        "fractional tasks until 130 %% of the slices or %zu "
+                                        "tasks\n\n",
+                                        name, p->name, o->mig_optimum, n, o->mig_tasks)) {
+                        status = 1;
+                } else {
+                        status = mig_optimum_seeds(o, p, name, milli, n, &out);
+                }
+                fwrite(out.ptr, 1, out.len, stdout);
+                tsr_buf_reset(&out);
+                free(milli);
+                free(pods);
+        }
+        tsr_buf_release(&text);
+        tsr_buf_release(&out);
+        return status;
 }
 
 /* Runs every policy and seed on t. 0, or 1 when a run failed. */
@@ -320,12 +526,20 @@ int cli_replay(int argc, char **argv)
         struct trace_run *t = NULL;
         struct tsr_replay_trace_report rep[PODS_MAX];
         struct tsr_trace_node *nodes = NULL;
+        const struct tsr_product *mig = NULL;
         size_t n_nodes = 0;
         struct tsr_diag diag;
         int status = 0;
 
         if (parse_args(argc, argv, &o))
                 return 2;
+        if (o.mig_product || o.mig_optimum) {
+                mig = mig_product(o.mig_product ? o.mig_product : MIG_DEFAULT_PRODUCT);
+                if (!mig)
+                        return 2;
+                if (o.mig_optimum)
+                        return run_mig_optimum(&o, mig);
+        }
         tsr_diag_clear(&diag);
         if (load(o.nodes, &text))
                 return 2;
@@ -357,7 +571,12 @@ int cli_replay(int argc, char **argv)
                         t[i].setup.ties = o.ties;
                 }
         }
-        for (size_t i = 0; i < o.n_pods && !status; i++) {
+        for (size_t i = 0; mig && i < o.n_pods && !status; i++) {
+                status = run_mig(&o, &t[i], mig, &out);
+                fwrite(out.ptr, 1, out.len, stdout);
+                tsr_buf_reset(&out);
+        }
+        for (size_t i = 0; !mig && i < o.n_pods && !status; i++) {
                 status = run_trace(&o, &t[i]);
                 rep[i] = (struct tsr_replay_trace_report){t[i].name, &t[i].setup, t[i].series,
                                                           o.n_policies};
@@ -368,7 +587,7 @@ int cli_replay(int argc, char **argv)
                 if (!status && o.check > 0 && check_published(&o, &t[i]))
                         status = 1;
         }
-        if (!status || status == 1) {
+        if (!mig && (!status || status == 1)) {
                 if (o.csv && !tsr_replay_report_csv(&out, rep, o.n_pods, 1) &&
                     write_out(o.csv, &out))
                         status = 1;
