@@ -101,6 +101,17 @@ int64_t tsr_rnode_free_milli(const struct tsr_rnode *n)
         return s;
 }
 
+int64_t tsr_rnode_room(const struct tsr_rnode *n, int64_t cpu, int64_t mem)
+{
+        int64_t k = TSR_RNODE_PODS_MAX - (int64_t)n->pods;
+
+        if (cpu && n->cpu_free / cpu < k)
+                k = n->cpu_free / cpu;
+        if (mem && n->mem_free / mem < k)
+                k = n->mem_free / mem;
+        return k > 0 ? k : 0;
+}
+
 int tsr_rnode_best_gpu(const struct tsr_rnode *n, unsigned milli)
 {
         int best = -1;

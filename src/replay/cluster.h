@@ -72,6 +72,10 @@ void tsr_rcluster_pod(const struct tsr_rcluster *c, const struct tsr_trace_pod *
  * GPU with free >= milli; a whole-GPU pod: num_gpu fully free GPUs). */
 bool tsr_rnode_fits(const struct tsr_rnode *n, const struct tsr_rpod *p);
 
+/* How many pods asking cpu and mem the node's CPU, memory and pod slots still fit (TAS's count
+ * before the accelerator resources; 0 when none). */
+int64_t tsr_rnode_room(const struct tsr_rnode *n, int64_t cpu, int64_t mem);
+
 /* The fitting GPU with the least free milli, ties to the lowest index; -1 when none. */
 int tsr_rnode_best_gpu(const struct tsr_rnode *n, unsigned milli);
 

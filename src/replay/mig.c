@@ -234,12 +234,8 @@ static int64_t at_most(int64_t a, int64_t b)
 static int64_t fits(const struct tsr_mig_cluster *c, size_t i, const struct tsr_mig_task *t)
 {
         const struct tsr_rnode *n = &c->rc->nodes[i];
-        int64_t k = TSR_RNODE_PODS_MAX - (int64_t)n->pods;
+        int64_t k = tsr_rnode_room(n, t->cpu, t->mem);
 
-        if (t->cpu)
-                k = at_most(k, n->cpu_free / t->cpu);
-        if (t->mem)
-                k = at_most(k, n->mem_free / t->mem);
         if (t->cards) {
                 const struct tsr_mig_free *f = &c->free[i];
 

@@ -3,6 +3,8 @@
  */
 #include "replay/run.h"
 
+#include "replay/arrival.h"
+
 #include "base/err.h"
 
 #include <math.h>
@@ -45,105 +47,28 @@ void tsr_replay_setup_release(struct tsr_replay_setup *s)
         tsr_rcluster_release(&s->cluster);
 }
 
-static int64_t request(const struct tsr_trace_pod *p)
-{
-        return (int64_t)p->num_gpu * (p->num_gpu ? p->gpu_milli : 0);
-}
-
-struct order {
-        const struct tsr_trace_pod **v;
-        size_t n, cap;
-};
-
-static int by_name(const void *a, const void *b)
-{
-        return strcmp((*(const struct tsr_trace_pod *const *)a)->name,
-                      (*(const struct tsr_trace_pod *const *)b)->name);
-}
-
-/* The submission order: by name, shuffled, tuned. Sets *clones. 0 or TSR_ENOMEM. */
-static int submission(const struct tsr_replay_setup *s, struct tsr_rng *rng, struct order *o,
-                      size_t *clones)
-{
-        int64_t total = 0, target = (int64_t)llround(s->tune * (double)s->cluster.total_milli);
-
-        o->cap = s->n_pods + 16;
-        o->n = s->n_pods;
-        o->v = malloc(o->cap * sizeof(*o->v));
-        if (!o->v)
-                return TSR_ENOMEM;
-        for (size_t i = 0; i < s->n_pods; i++) {
-                o->v[i] = &s->pods[i];
-                total += request(&s->pods[i]);
-        }
-        qsort(o->v, o->n, sizeof(*o->v), by_name);
-        for (size_t i = o->n; i > 1; i--) {
-                size_t j = (size_t)tsr_rng_below(rng, i);
-                const struct tsr_trace_pod *t = o->v[i - 1];
-
-                o->v[i - 1] = o->v[j];
-                o->v[j] = t;
-        }
-        *clones = 0;
-        if (total < target && s->n_pods) {
-                for (;;) {
-                        const struct tsr_trace_pod *c = &s->pods[tsr_rng_below(rng, s->n_pods)];
-
-                        if (total + request(c) > target)
-                                break;
-                        if (o->n == o->cap) {
-                                const struct tsr_trace_pod **v =
-                                    realloc(o->v, 2 * o->cap * sizeof(*v));
-
-                                if (!v)
-                                        return TSR_ENOMEM;
-                                o->v = v;
-                                o->cap *= 2;
-                        }
-                        o->v[o->n++] = c;
-                        total += request(c);
-                        ++*clones;
-                }
-        }
-        while (total > target && o->n) {
-                size_t j = (size_t)tsr_rng_below(rng, o->n);
-
-                total -= request(o->v[j]);
-                memmove(&o->v[j], &o->v[j + 1], (o->n - j - 1) * sizeof(*o->v));
-                o->n--;
-        }
-        return 0;
-}
-
-struct bins {
-        double alloc[TSR_REPLAY_POINTS], frag[TSR_REPLAY_POINTS], rate[TSR_REPLAY_POINTS];
-        unsigned n[TSR_REPLAY_POINTS];
-};
-
-static void record(struct bins *b, const struct tsr_rcluster *c, int64_t arrived, double frag)
+/* The three values each event records: allocation, fragment / capacity, fragment / free. */
+static void record(struct tsr_replay_bins *b, const struct tsr_rcluster *c, int64_t arrived,
+                   double frag)
 {
         double cap = (double)c->total_milli, free_milli = cap - (double)c->used_milli;
-        long x = lround((double)arrived / cap * 100.0);
+        double v[3] = {(double)c->used_milli / cap * 100.0, frag / cap * 100.0,
+                       free_milli > 0 ? frag / free_milli * 100.0 : 0};
 
-        if (x < 0 || x >= TSR_REPLAY_POINTS)
-                return;
-        b->alloc[x] += (double)c->used_milli / cap * 100.0;
-        b->frag[x] += frag / cap * 100.0;
-        b->rate[x] += free_milli > 0 ? frag / free_milli * 100.0 : 0;
-        b->n[x]++;
+        tsr_replay_bins_add(b, arrived, c->total_milli, v, 3);
 }
 
-static void points(const struct bins *b, struct tsr_replay_result *r)
+static void points(const struct tsr_replay_bins *b, struct tsr_replay_result *r)
 {
-        for (int x = 0; x < TSR_REPLAY_POINTS; x++) {
-                int from = b->n[x] ? x : x + 1 < TSR_REPLAY_POINTS && b->n[x + 1] ? x + 1 : x - 1;
+        for (unsigned x = 0; x < TSR_REPLAY_POINTS; x++) {
+                double v[3];
 
-                r->have[x] = from >= 0 && b->n[from];
+                r->have[x] = tsr_replay_bins_point(b, x, v, 3);
                 if (!r->have[x])
                         continue;
-                r->alloc_pct[x] = b->alloc[from] / b->n[from];
-                r->frag_total_pct[x] = b->frag[from] / b->n[from];
-                r->frag_rate_pct[x] = b->rate[from] / b->n[from];
+                r->alloc_pct[x] = v[0];
+                r->frag_total_pct[x] = v[1];
+                r->frag_rate_pct[x] = v[2];
         }
 }
 
@@ -153,9 +78,11 @@ int tsr_replay_run(struct tsr_replay_setup *s, enum tsr_policy_id policy, uint64
         struct tsr_rcluster *c = &s->cluster;
         struct tsr_policy_env env = {c, &s->typical, NULL, s->nodes, s->ties};
         struct tsr_policy *p = NULL;
-        struct order o = {0};
+        const struct tsr_trace_pod **order = NULL;
+        size_t n_order = 0;
         struct tsr_rng rng;
-        struct bins *b = calloc(1, sizeof(*b));
+        struct tsr_replay_bins *b = calloc(1, sizeof(*b));
+        int64_t target = (int64_t)llround(s->tune * (double)c->total_milli);
         double *node_frag = malloc(c->n_nodes * sizeof(*node_frag)), frag = 0;
         int64_t arrived = 0;
         int rc;
@@ -164,7 +91,9 @@ int tsr_replay_run(struct tsr_replay_setup *s, enum tsr_policy_id policy, uint64
         tsr_rng_seed(&rng, seed);
         env.rng = &rng;
         tsr_rcluster_reset(c, s->nodes);
-        if (!b || !node_frag || submission(s, &rng, &o, &out->clones)) {
+        if (!b || !node_frag ||
+            tsr_replay_order_build(s->pods, s->n_pods, target, &rng, &order, &n_order,
+                                   &out->clones)) {
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
                 goto out;
         }
@@ -176,11 +105,11 @@ int tsr_replay_run(struct tsr_replay_setup *s, enum tsr_policy_id policy, uint64
                 frag += node_frag[i];
         }
         record(b, c, 0, frag);
-        for (size_t k = 0; k < o.n; k++) {
+        for (size_t k = 0; k < n_order; k++) {
                 struct tsr_rpod pod;
                 struct tsr_rplace pl;
 
-                tsr_rcluster_pod(c, o.v[k], &pod);
+                tsr_rcluster_pod(c, order[k], &pod);
                 if (tsr_policy_place(p, &pod, &pl)) {
                         tsr_rcluster_bind(c, &pod, &pl);
                         tsr_policy_bound(p, &pod, &pl);
@@ -189,16 +118,16 @@ int tsr_replay_run(struct tsr_replay_setup *s, enum tsr_policy_id policy, uint64
                         frag += node_frag[pl.node];
                         out->placed++;
                 }
-                arrived += request(o.v[k]);
+                arrived += tsr_replay_request(order[k]);
                 record(b, c, arrived, frag);
         }
         points(b, out);
-        out->pods = o.n;
+        out->pods = n_order;
         out->arrived_milli = arrived;
         out->used_milli = c->used_milli;
 out:
         tsr_policy_free(p);
-        free(o.v);
+        free(order);
         free(b);
         free(node_frag);
         return rc;

@@ -228,12 +228,8 @@ static int64_t fits(const struct tsr_policy_env *env, const struct tessera *t, s
         const struct tsr_rnode *n = &env->cluster->nodes[i];
         const struct tsr_accel_cap *caps = &t->caps[t->first[i]];
         const struct tsr_accel_ledger *l = &t->ledger[t->first[i]];
-        int64_t k = TSR_RNODE_PODS_MAX - (int64_t)n->pods;
+        int64_t k = tsr_rnode_room(n, pod->cpu, pod->mem);
 
-        if (pod->cpu)
-                k = at_most(k, n->cpu_free / pod->cpu);
-        if (pod->mem)
-                k = at_most(k, n->mem_free / pod->mem);
         if (pod->fractional) {
                 int64_t units = (int64_t)pod->milli * UNITS_PER_MILLI, slots = 0, free_units = 0;
                 struct tsr_fit_labels labels;
