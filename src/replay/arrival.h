@@ -1,13 +1,12 @@
 /*
  * arrival.h - the FGD protocol's submission order and arrival bins (spec/fgd-benchmark-protocol.md
- * §1), for a replay loop other than run.c's: the MIG variant (replay/mig.h) places the same
- * pods in the same order and measures on the same arrival axis.
+ * §1), shared by the replay's two loops: run.c's (the gpu_milli policies) and the MIG variant's
+ * (replay/mig.h), which place the same pods in the same order on the same arrival axis.
  *
  * Order: the pods sorted by name, shuffled with the caller's stream (Fisher-Yates from the last
  * position down), then tuned to a target of requested GPU milli (below it: clones drawn uniformly
  * with replacement appended until the next would pass the target; above it: random pods removed
- * until it is met). The draws are run.c's, in run.c's sequence, so a stream seeded with s gives
- * the pod order tsr_replay_run uses for seed s.
+ * until it is met). A stream seeded with s gives the pod order tsr_replay_run uses for seed s.
  *
  * Bins: each event adds up to TSR_REPLAY_BIN_VALUES values to the bin round(arrived / capacity *
  * 100); a point's value is the mean of its bin's events, or of the next bin's, then the previous
