@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 #include "codec/alloc_annotation.h"
+#include "core/tokens.h"
 #include "deviceplugin/preferred.h"
 #include "mig/carve.h"
 
@@ -31,6 +32,21 @@ struct subscriber {
         void *ctx;
 };
 
+/* A Pod whose records a ledger build left out; logged once, when it first is. */
+struct offender {
+        char uid[128];
+        bool seen; /* by the build in progress */
+};
+
+/* A log line made under mu, logged once mu is released. */
+struct note {
+        const char *level;
+        char msg[1024];
+};
+
+#define NOTES_MAX     16
+#define HELD_BACK_MAX 512
+
 struct tsr_dm_agent {
         pthread_mutex_t mu; /* the node-wide allocation lock; guards everything below */
         struct tsr_accel_cap *caps;
@@ -40,6 +56,12 @@ struct tsr_dm_agent {
         size_t n_res, cap_res;
         struct subscriber *subs;
         size_t n_subs;
+        /* per accelerator, from the last ledger build: why it takes no new grant ("": it does) */
+        char (*held_back)[HELD_BACK_MAX];
+        struct offender *off; /* the Pods the last builds left out */
+        size_t n_off, cap_off;
+        struct note notes[NOTES_MAX];
+        size_t n_notes;
 };
 
 static const char *str_at(json_t *o, const char *a, const char *b)
@@ -63,6 +85,44 @@ static void logf_(struct tsr_dm_agent *a, const char *level, const char *fmt, ..
         a->opts.log(a->opts.ctx, level, msg);
 }
 
+static bool note(struct tsr_dm_agent *a, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Queues a log line under mu (flush_notes logs it); false when the queue is full. */
+static bool note(struct tsr_dm_agent *a, const char *level, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (a->n_notes == NOTES_MAX)
+                return false;
+        a->notes[a->n_notes].level = level;
+        va_start(ap, fmt);
+        vsnprintf(a->notes[a->n_notes].msg, sizeof(a->notes[0].msg), fmt, ap);
+        va_end(ap);
+        a->n_notes++;
+        return true;
+}
+
+/* Logs the queued lines, without mu. */
+static void flush_notes(struct tsr_dm_agent *a)
+{
+        struct note *n;
+        size_t k;
+
+        pthread_mutex_lock(&a->mu);
+        k = a->n_notes;
+        n = k ? malloc(k * sizeof(*n)) : NULL;
+        if (n) {
+                memcpy(n, a->notes, k * sizeof(*n));
+                a->n_notes = 0;
+        }
+        pthread_mutex_unlock(&a->mu);
+        for (size_t i = 0; n && i < k; i++)
+                if (a->opts.log)
+                        a->opts.log(a->opts.ctx, n[i].level, n[i].msg);
+        free(n);
+}
+
 int tsr_dm_agent_new(const struct tsr_accel_cap *caps, size_t n,
                      const struct tsr_dm_agent_opts *opts, struct tsr_dm_agent **out,
                      struct tsr_diag *diag)
@@ -70,13 +130,17 @@ int tsr_dm_agent_new(const struct tsr_accel_cap *caps, size_t n,
         struct tsr_dm_agent *a = calloc(1, sizeof(*a));
         int rc;
 
-        if (!a || !(a->caps = malloc(n * sizeof(*caps)))) {
+        if (!a || !(a->caps = malloc(n * sizeof(*caps))) ||
+            !(a->held_back = calloc(n ? n : 1, sizeof(*a->held_back)))) {
+                if (a)
+                        free(a->caps);
                 free(a);
                 return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
         }
         memcpy(a->caps, caps, n * sizeof(*caps));
         rc = tsr_dp_node_init(&a->node, a->caps, n);
         if (rc) {
+                free(a->held_back);
                 free(a->caps);
                 free(a);
                 return tsr_diag_set(diag, rc,
@@ -96,6 +160,8 @@ void tsr_dm_agent_free(struct tsr_dm_agent *a)
         pthread_mutex_destroy(&a->mu);
         free(a->res);
         free(a->subs);
+        free(a->held_back);
+        free(a->off);
         free(a->caps);
         free(a);
 }
@@ -142,12 +208,18 @@ static bool finished(json_t *pod)
         return phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
 }
 
+/* pod's allocation annotation value, or NULL. */
+static const char *annotation_of(json_t *pod)
+{
+        return json_string_value(
+            json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"),
+                            TSR_ALLOC_ANNOTATION));
+}
+
 /* Decodes pod's allocation annotation into alloc[0..*na) (none when absent or unreadable). */
 static void pod_allocation(json_t *pod, struct tsr_container_allocation *alloc, size_t *na)
 {
-        const char *v = json_string_value(
-            json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"),
-                            TSR_ALLOC_ANNOTATION));
+        const char *v = annotation_of(pod);
 
         *na = 0;
         if (v && tsr_alloc_annotation_decode(v, alloc, TSR_ALLOC_CONTAINERS_MAX, na, NULL))
@@ -210,43 +282,205 @@ static void settle(struct tsr_dm_agent *a, json_t *pods)
         free(alloc);
 }
 
-/* Builds the ledger from pods' annotations and the reservations. Under mu. */
-static int build_ledger(struct tsr_dm_agent *a, json_t *pods, struct tsr_accel_ledger *ledger,
-                        struct tsr_diag *diag)
+/* Scratch storage of one ledger build. */
+struct build {
+        struct tsr_container_allocation *alloc; /* TSR_ALLOC_CONTAINERS_MAX */
+        struct tsr_alloc_record recs[TSR_ALLOC_ACCELS_MAX];
+        struct tsr_accel_ledger *saved; /* node.n: entries before the Pod being charged */
+        bool *touched;                  /* node.n: saved holds the entry */
+};
+
+/*
+ * Charges one Pod's allocation alloc[0..na) (finished: its Pod's whole GPUs, shares and slices are
+ * released) to ledger, all or nothing. Returns 0, or TSR_EINVAL with why (ledger unchanged).
+ */
+static int charge_all(struct tsr_dm_agent *a, struct build *b,
+                      const struct tsr_container_allocation *alloc, size_t na, bool finished,
+                      struct tsr_accel_ledger *ledger, char *why, size_t len)
 {
-        size_t max = 64 + a->n_res * TSR_ALLOC_ACCELS_MAX, nrec = 0, i;
-        struct tsr_container_allocation *alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
-        struct tsr_alloc_record *recs;
-        json_t *p;
         int rc = 0;
 
-        max += json_array_size(pods) * TSR_ALLOC_CONTAINERS_MAX * TSR_ALLOC_ACCELS_MAX;
-        recs = malloc(max * sizeof(*recs));
-        if (!alloc || !recs) {
-                free(alloc);
-                free(recs);
-                return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
+        for (size_t c = 0; c < na && !rc; c++) {
+                size_t nrec = 0;
+
+                if (tsr_alloc_annotation_records(&alloc[c], 1, a->node.product, finished, b->recs,
+                                                 TSR_ALLOC_ACCELS_MAX, &nrec)) {
+                        snprintf(why, len, "container %s names more than %d accelerators",
+                                 alloc[c].container, TSR_ALLOC_ACCELS_MAX);
+                        rc = TSR_EINVAL;
+                }
+                for (size_t k = 0; k < nrec && !rc; k++) {
+                        unsigned g = b->recs[k].accel;
+                        struct tsr_diag d;
+
+                        if (g >= a->node.n) {
+                                snprintf(why, len,
+                                         "container %s names accelerator %u of the node's %zu",
+                                         alloc[c].container, g, a->node.n);
+                                rc = TSR_EINVAL;
+                                break;
+                        }
+                        if (!b->touched[g]) {
+                                b->touched[g] = true;
+                                b->saved[g] = ledger[g];
+                        }
+                        tsr_diag_clear(&d);
+                        rc = tsr_ledger_charge(&a->caps[g], &ledger[g], &b->recs[k], &d);
+                        if (rc)
+                                snprintf(why, len, "container %s: %.300s", alloc[c].container,
+                                         d.msg);
+                }
+        }
+        for (size_t g = 0; g < a->node.n; g++) {
+                if (rc && b->touched[g])
+                        ledger[g] = b->saved[g];
+                b->touched[g] = false;
+        }
+        return rc;
+}
+
+/* Whether alloc[0..na) names accelerator g, by index or by UUID. */
+static bool names_accel(const struct tsr_dm_agent *a, const struct tsr_container_allocation *alloc,
+                        size_t na, size_t g)
+{
+        for (size_t c = 0; c < na; c++)
+                for (size_t x = 0; x < alloc[c].n; x++)
+                        if (alloc[c].accels[x].index == g ||
+                            !strcmp(alloc[c].accels[x].id, a->caps[g].uuid))
+                                return true;
+        return false;
+}
+
+/*
+ * Leaves the records of Pod uid (ns/name) out of the ledger being built: what (its annotation, or
+ * a reservation) failed as why says. Every accelerator it names -- alloc[0..na) by index or UUID,
+ * or, when text is given (an annotation that does not decode), every one whose UUID the text
+ * holds -- takes no new grant while it stays so; the Pod is logged the first time. Under mu.
+ */
+static void offend(struct tsr_dm_agent *a, const char *uid, const char *ns, const char *name,
+                   const char *what, const char *why, const struct tsr_container_allocation *alloc,
+                   size_t na, const char *text)
+{
+        char gpus[160] = "", tail[256];
+        size_t len = 0, named = 0;
+        struct offender *o;
+
+        for (size_t g = 0; g < a->node.n; g++) {
+                if (text ? !strstr(text, a->caps[g].uuid) : !names_accel(a, alloc, na, g))
+                        continue;
+                if (!a->held_back[g][0])
+                        snprintf(a->held_back[g], sizeof(a->held_back[g]),
+                                 "accelerator %s (index %zu) is named by %s of Pod %s/%s (uid %s), "
+                                 "which %s; it takes no new grant until that is fixed or the Pod "
+                                 "is gone",
+                                 a->caps[g].uuid, g, what, ns, name, uid, why);
+                if (len < sizeof(gpus))
+                        len += (size_t)snprintf(gpus + len, sizeof(gpus) - len, "%s%zu",
+                                                len ? ", " : "", g);
+                named++;
+        }
+        for (size_t k = 0; k < a->n_off; k++)
+                if (!strcmp(a->off[k].uid, uid)) {
+                        a->off[k].seen = true;
+                        return;
+                }
+        if (a->n_off == a->cap_off) {
+                size_t cap = a->cap_off ? a->cap_off * 2 : 8;
+
+                o = realloc(a->off, cap * sizeof(*o));
+                if (!o)
+                        return;
+                a->off = o;
+                a->cap_off = cap;
+        }
+        if (named)
+                snprintf(tail, sizeof(tail),
+                         "GPU%s %s take%s no new grant until it is fixed or the Pod is gone",
+                         named > 1 ? "s" : "", gpus, named > 1 ? "" : "s");
+        else
+                snprintf(tail, sizeof(tail), "it names no GPU of this node");
+        /* a line that does not fit the queue now is logged by a later build */
+        if (!note(a, "error",
+                  "%s of Pod %s/%s (uid %s) %s; its records are left out of the ledger, and %s",
+                  what, ns, name, uid, why, tail))
+                return;
+        o = &a->off[a->n_off++];
+        snprintf(o->uid, sizeof(o->uid), "%s", uid);
+        o->seen = true;
+}
+
+/*
+ * Builds the ledger from the reservations and pods' annotations (pods_known: pods is the API
+ * server's list, not a stand-in). A reservation or a Pod whose records cannot be charged is left
+ * out (offend). Under mu. Returns 0, or TSR_ENOMEM.
+ */
+static int build_ledger(struct tsr_dm_agent *a, json_t *pods, bool pods_known,
+                        struct tsr_accel_ledger *ledger, struct tsr_diag *diag)
+{
+        struct build b = {malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*b.alloc)),
+                          {{0}},
+                          malloc(a->node.n * sizeof(*b.saved)),
+                          calloc(a->node.n, sizeof(bool))};
+        char why[384], msg[416];
+        json_t *p;
+        size_t i, k;
+        int rc = 0;
+
+        if (!b.alloc || !b.saved || !b.touched) {
+                rc = tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
+                goto out;
+        }
+        for (size_t g = 0; g < a->node.n; g++) {
+                tsr_ledger_reset(&ledger[g]);
+                a->held_back[g][0] = '\0';
+        }
+        for (k = 0; k < a->n_off; k++)
+                a->off[k].seen = false;
+        /* the grants made here first: an annotation that contradicts one is the one left out */
+        for (k = 0; k < a->n_res; k++) {
+                const struct reservation *r = &a->res[k];
+
+                if (!charge_all(a, &b, &r->alloc, 1, false, ledger, why, sizeof(why)))
+                        continue;
+                snprintf(msg, sizeof(msg), "cannot be charged: %s", why);
+                offend(a, r->uid, r->ns, r->name, "a reservation", msg, &r->alloc, 1, NULL);
         }
         json_array_foreach(pods, i, p)
         {
-                size_t na;
+                const char *v = annotation_of(p), *uid = str_at(p, "metadata", "uid");
+                const char *ns = str_at(p, "metadata", "namespace");
+                const char *name = str_at(p, "metadata", "name");
+                struct tsr_diag d;
+                size_t na = 0;
+                bool decoded;
 
-                pod_allocation(p, alloc, &na);
-                rc = tsr_alloc_annotation_records(alloc, na, a->node.product,
-                                                  a->opts.release_terminated && finished(p), recs,
-                                                  max, &nrec);
-                if (rc)
-                        break;
+                if (!v)
+                        continue;
+                tsr_diag_clear(&d);
+                decoded =
+                    !tsr_alloc_annotation_decode(v, b.alloc, TSR_ALLOC_CONTAINERS_MAX, &na, &d);
+                if (!decoded)
+                        snprintf(msg, sizeof(msg), "does not decode: %.380s", d.msg);
+                else if (charge_all(a, &b, b.alloc, na, a->opts.release_terminated && finished(p),
+                                    ledger, why, sizeof(why)))
+                        snprintf(msg, sizeof(msg), "cannot be charged: %s", why);
+                else
+                        continue;
+                offend(a, uid ? uid : "", ns ? ns : "", name ? name : "",
+                       "the allocation annotation", msg, b.alloc, decoded ? na : 0,
+                       decoded ? NULL : v);
         }
-        for (size_t k = 0; k < a->n_res && !rc; k++)
-                rc = tsr_alloc_annotation_records(&a->res[k].alloc, 1, a->node.product, false, recs,
-                                                  max, &nrec);
-        if (rc)
-                rc = tsr_diag_set(diag, rc, "device manager: too many allocations on the node");
-        else
-                rc = tsr_ledger_build(a->caps, a->node.n, recs, nrec, ledger, diag);
-        free(alloc);
-        free(recs);
+        /* an offender no longer seen is forgotten (logged again should it offend again) */
+        for (k = 0; pods_known && k < a->n_off;) {
+                if (a->off[k].seen)
+                        k++;
+                else
+                        a->off[k] = a->off[--a->n_off];
+        }
+out:
+        free(b.alloc);
+        free(b.saved);
+        free(b.touched);
         return rc;
 }
 
@@ -257,38 +491,92 @@ static int build_ledger(struct tsr_dm_agent *a, json_t *pods, struct tsr_accel_l
 static int snapshot(struct tsr_dm_agent *a, json_t **pods, struct tsr_accel_ledger *ledger,
                     struct tsr_diag *diag)
 {
+        bool known;
+
         *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
+        known = *pods != NULL;
         settle(a, *pods);
         if (!*pods)
                 *pods = json_array();
-        return build_ledger(a, *pods, ledger, diag);
+        return build_ledger(a, *pods, known, ledger, diag);
 }
 
-int tsr_dm_agent_ledger(struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger,
-                        struct tsr_diag *diag)
+/*
+ * Makes ledger (a copy) read every held-back accelerator as taking nothing new: an unpartitioned
+ * one as held whole, a partitioned one with every legal placement occupied (nothing adopted or
+ * created there; the container's own instance is still reused). Under mu.
+ */
+static void hold_back(const struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger)
+{
+        for (size_t g = 0; g < a->node.n; g++) {
+                const struct tsr_product *p = a->caps[g].product;
+                struct tsr_accel_ledger *l = &ledger[g];
+                uint32_t taken;
+
+                if (!a->held_back[g][0])
+                        continue;
+                l->remaining = 0;
+                if (!a->caps[g].partitioned || !p) {
+                        l->mode = TSR_MODE_EXCLUSIVE;
+                        continue;
+                }
+                l->mode = TSR_MODE_PARTITIONED;
+                taken = tsr_geometry_occupied(p, &l->live);
+                for (unsigned i = 0; i < p->n_profiles; i++)
+                        for (unsigned st = 0; st < TSR_MIG_AXIS_MAX && l->live.n < TSR_MIG_AXIS_MAX;
+                             st++) {
+                                uint32_t span = tsr_geometry_span(st, p->profiles[i].size);
+
+                                if (!((p->profiles[i].starts >> st) & 1u) || !(span & ~taken))
+                                        continue;
+                                l->live.inst[l->live.n++] =
+                                    (struct tsr_mig_instance){(uint8_t)i, (uint8_t)st};
+                                taken |= span;
+                        }
+        }
+}
+
+/*
+ * The ledger now into ledger[0..n); held (may be NULL) receives which accelerators are held back.
+ * Takes mu; logs what the build noted.
+ */
+static int ledger_now(struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger, bool *held,
+                      struct tsr_diag *diag)
 {
         json_t *pods;
         int rc;
 
         pthread_mutex_lock(&a->mu);
         rc = snapshot(a, &pods, ledger, diag);
+        for (size_t g = 0; held && g < a->node.n; g++)
+                held[g] = a->held_back[g][0] != '\0';
         pthread_mutex_unlock(&a->mu);
         json_decref(pods);
+        flush_notes(a);
         return rc;
+}
+
+int tsr_dm_agent_ledger(struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger,
+                        struct tsr_diag *diag)
+{
+        return ledger_now(a, ledger, NULL, diag);
 }
 
 int tsr_dm_agent_devices(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_dp_device **out,
                          size_t *n)
 {
         struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
-        int rc;
+        bool *held = calloc(a->node.n, sizeof(*held));
+        int rc = ledger && held ? ledger_now(a, ledger, held, NULL) : TSR_ENOMEM;
 
-        if (!ledger)
-                return TSR_ENOMEM;
-        rc = tsr_dm_agent_ledger(a, ledger, NULL);
         if (!rc)
                 rc = tsr_dp_devices(&a->node, ledger, f, out, n);
+        /* a held-back accelerator's tokens read unhealthy (visibility tokens charge nothing) */
+        for (size_t k = 0; !rc && f != TSR_FAMILY_VISIBILITY && k < *n; k++)
+                if (held[(*out)[k].accel])
+                        (*out)[k].healthy = false;
         free(ledger);
+        free(held);
         return rc;
 }
 
@@ -359,9 +647,12 @@ int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char
         rc = snapshot(a, &pods, ledger, NULL);
         if (!rc && f == TSR_FAMILY_SLICED)
                 units = slice_units(a, pods, size, &kv);
+        if (!rc)
+                hold_back(a, ledger);
         pthread_mutex_unlock(&a->mu);
         kubelet_view_free(a, kv);
         json_decref(pods);
+        flush_notes(a);
         if (!rc)
                 rc = tsr_dp_preferred(&a->node, ledger, f, available, n_avail, must, n_must, size,
                                       units, out, n_out);
@@ -382,6 +673,21 @@ static void answer(struct tsr_dm_answer *out, enum tsr_dm_code code, const char 
         va_start(ap, fmt);
         vsnprintf(out->message, sizeof(out->message), fmt, ap);
         va_end(ap);
+}
+
+/* Why the first held-back accelerator ids[0..n_ids) name takes no new grant, or NULL. Under mu. */
+static const char *held_back_by(const struct tsr_dm_agent *a, const char *const *ids, size_t n_ids)
+{
+        for (size_t k = 0; k < n_ids; k++) {
+                char dev[TSR_UUID_MAX];
+                unsigned idx;
+                int g;
+
+                if (!tsr_token_parse(ids[k], a->node.group, dev, &idx) &&
+                    (g = tsr_dp_node_find(&a->node, dev)) >= 0 && a->held_back[g][0])
+                        return a->held_back[g];
+        }
+        return NULL;
 }
 
 /* Settles a partition claim: a MIG instance reused, adopted or created, with its marker. */
@@ -421,11 +727,11 @@ static bool settle_partition(struct tsr_dm_agent *a, const struct tsr_accel_ledg
                 snprintf(g->alloc.device_ids[g->alloc.n_device_ids++],
                          sizeof(g->alloc.device_ids[0]), "%s", ids[k]);
         tsr_dp_grant_expose(g, mg.marker.mig_uuid);
-        logf_(a, "info", "%s %s on GPU %u at %u for %s/%s",
-              mg.how == TSR_MIG_REUSED    ? "reused"
-              : mg.how == TSR_MIG_ADOPTED ? "adopted"
-                                          : "created",
-              mg.marker.profile, mg.gpu, mg.marker.start, uid, id->container);
+        note(a, "info", "%s %s on GPU %u at %u for %s/%s",
+             mg.how == TSR_MIG_REUSED    ? "reused"
+             : mg.how == TSR_MIG_ADOPTED ? "adopted"
+                                         : "created",
+             mg.marker.profile, mg.gpu, mg.marker.start, uid, id->container);
         return true;
 }
 
@@ -593,6 +899,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         }
         switch (f) {
         case TSR_FAMILY_PARTITIONED:
+                hold_back(a, ledger);
                 granted = settle_partition(a, ledger, &id, uid, ids, n_ids, g, out);
                 break;
         case TSR_FAMILY_VISIBILITY:
@@ -600,10 +907,16 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 granted = true;
                 break;
         default: {
-                int rc = tsr_dp_allocate_bound(&a->node, ledger, f, ids, n_ids, id.demand.units,
-                                               a->opts.sliced_gate, id.container, g, out->message,
-                                               sizeof(out->message));
+                const char *why = held_back_by(a, ids, n_ids);
+                int rc;
 
+                if (why) {
+                        answer(out, TSR_DM_FAILED_PRECONDITION, "%s", why);
+                        break;
+                }
+                rc = tsr_dp_allocate_bound(&a->node, ledger, f, ids, n_ids, id.demand.units,
+                                           a->opts.sliced_gate, id.container, g, out->message,
+                                           sizeof(out->message));
                 out->code = rc == 0            ? TSR_DM_OK
                             : rc == TSR_EPARSE ? TSR_DM_INVALID_ARGUMENT
                             : rc == TSR_ENOSPC ? TSR_DM_FAILED_PRECONDITION
@@ -627,6 +940,7 @@ unlock:
         json_decref(pods);
         free(ledger);
         free(g);
+        flush_notes(a);
         if (out->code != TSR_DM_OK) {
                 logf_(a, "warn", "Allocate of %zu %s device(s) refused: %s", n_ids, resource,
                       out->message);

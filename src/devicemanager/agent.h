@@ -10,6 +10,21 @@
  * names the container, or once its Pod is gone from a list fetched after it was made (the agent
  * fetches every list it settles reservations by under the node lock).
  *
+ * Annotations the ledger cannot charge fail safe and loud. The ledger is built Pod by Pod, the
+ * reservations first (the agent's own grants are trusted over an annotation contradicting them).
+ * A Pod whose annotation does not decode, names an accelerator past the node's, or does not fit
+ * next to what was charged before it (overlapping placements, a profile the GPU lacks) is left out
+ * whole -- all its records, not just the bad one -- and logged once per Pod UID (level error, the
+ * UID and the reason; again only if it heals and breaks anew). Every accelerator its annotation
+ * names (by index or UUID; for one that does not decode, every GPU whose UUID its text holds) is
+ * then held back: Allocate grants nothing new there (a bound claim is refused FailedPrecondition
+ * naming the Pod; a partition is neither adopted nor created there, though a container's own
+ * instance is still reused), GetPreferredAllocation never picks it, and its tokens read Unhealthy
+ * in every list but visibility's, while the rest of the node keeps allocating and its lists keep
+ * moving. That is sound: the claims left out all sit on held-back accelerators, so no new grant
+ * can collide with them; it is coarse, holding a whole card back for one bad record. A held-back
+ * accelerator serves again once the annotation is fixed or the Pod is gone.
+ *
  * Allocate (spec/upstream-behavior.md §8): under one node-wide mutex, identify the container
  * (pod-resources first when the caller can ask it, else the oldest pending Pod), refuse or settle
  * the claim (accelerator-bound: the tokens name the cards; partitioned: carve or reuse a MIG
@@ -109,13 +124,15 @@ int tsr_dm_agent_subscribe(struct tsr_dm_agent *a, void (*fn)(void *ctx), void *
 void tsr_dm_agent_changed(struct tsr_dm_agent *a);
 
 /*
- * The current ledger into ledger[0..n) (n = the node's accelerators). Returns 0, or an error of
- * tsr_ledger_build with diag (an annotation that cannot be charged).
+ * The current ledger into ledger[0..n) (n = the node's accelerators): what could be charged, a
+ * Pod whose annotation cannot be left out (see the file comment; its accelerators are held back
+ * from new grants, which the ledger does not show). Returns 0, or TSR_ENOMEM with diag.
  */
 int tsr_dm_agent_ledger(struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger,
                         struct tsr_diag *diag);
 
-/* Family f's device list now (tsr_dp_devices on the current ledger). */
+/* Family f's device list now (tsr_dp_devices on the current ledger; held-back accelerators'
+ * tokens Unhealthy but for visibility). */
 int tsr_dm_agent_devices(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_dp_device **out,
                          size_t *n);
 

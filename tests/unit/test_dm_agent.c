@@ -12,6 +12,15 @@
  *               on a MIG GPU, only its MIG device answered, its instance destroyed by the reclaim
  *               pass that ends the debounce after the Pod is deleted; no pending container
  *               (Running, already annotated, another count: FailedPrecondition);
+ *   preferred   a slice steered to the card that fits its units (GPU 100,000 units short: the
+ *               idle one), and the smallest waiting slice's units when pod-resources lists nobody;
+ *   visibility  without pod-resources a sidecar is its own Pod's: served once, and only once its
+ *               Pod's accelerator containers are (never the oldest pending Pod's);
+ *   annotations one naming a GPU past the node's, two overlapping partitions, one that does not
+ *               decode: left out of the ledger and logged once with the UID and the reason; the
+ *               GPUs they name refused (naming the Pod), Unhealthy and skipped by the MIG carve;
+ *               the rest of the node allocates; the Pod deleted, its GPU serves again; a
+ *               restart's retried partition reuses its own instance on a held-back GPU;
  *   concurrent  WORKERS threads create Pods of random families (seeded per thread) and Allocate
  *               tokens of random cards, so claims collide; one thread deletes random granted Pods
  *               and runs reclaim and sync; one checker reads the ledger, every family's device
@@ -92,6 +101,7 @@ struct node {
         unsigned bound[GPUS], n_bound; /* cards out of MIG mode */
         unsigned mig[GPUS], n_mig;     /* cards in MIG mode */
         struct tsr_dm_agent *agent;
+        struct tsr_dm_agent_opts opts; /* what agent was made with (a restart makes another) */
         atomic_uint kubelet_asked;
         bool kubelet_lists_nobody; /* pod-resources answers, listing no Pod (else it fails) */
         /* the API server: each write takes record_lag_us; every record_fail_every-th fails */
@@ -100,6 +110,9 @@ struct node {
         pthread_mutex_t mu; /* guards pods and n_pods */
         struct pod pods[PODS_MAX];
         size_t n_pods;
+        pthread_mutex_t log_mu; /* guards the annotation log lines (a leaf lock) */
+        char ann_logs[8][1024]; /* the agent's lines about annotations, the first 8 */
+        unsigned n_ann_logs;
         pthread_mutex_t viol_mu; /* guards violations and first (a leaf lock) */
         unsigned violations;
         char first[512];
@@ -363,6 +376,20 @@ static void kubelet_view_free_cb(void *ctx, struct tsr_dp_kubelet_view *kv)
         (void)kv;
 }
 
+/* Keeps the agent's errors about allocation annotations (not the refusals quoting them). */
+static void log_cb(void *ctx, const char *level, const char *msg)
+{
+        struct node *n = ctx;
+
+        if (strcmp(level, "error") || !strstr(msg, "allocation annotation"))
+                return;
+        pthread_mutex_lock(&n->log_mu);
+        if (n->n_ann_logs < 8)
+                snprintf(n->ann_logs[n->n_ann_logs], sizeof(n->ann_logs[0]), "%s", msg);
+        n->n_ann_logs++;
+        pthread_mutex_unlock(&n->log_mu);
+}
+
 /* The allocation annotation of Pod p (NULL: none), or NULL. Under mu. */
 static const char *annotation(const struct pod *p)
 {
@@ -400,6 +427,7 @@ static int setup(void **state)
         pthread_mutex_init(&N.gpu_mu, NULL);
         pthread_mutex_init(&N.mu, NULL);
         pthread_mutex_init(&N.viol_mu, NULL);
+        pthread_mutex_init(&N.log_mu, NULL);
         atomic_init(&N.kubelet_asked, 0);
         atomic_init(&N.records, 0);
         atomic_init(&N.record_failures, 0);
@@ -428,7 +456,9 @@ static int setup(void **state)
         opts.kubelet_view = kubelet_view_cb;
         opts.kubelet_view_free = kubelet_view_free_cb;
         opts.record = record_cb;
+        opts.log = log_cb;
         opts.ctx = &N;
+        N.opts = opts;
         assert_int_equal(tsr_dm_agent_new(N.caps, N.n_caps, &opts, &N.agent, &d), 0);
         return 0;
 }
@@ -444,6 +474,7 @@ static int teardown(void **state)
         for (size_t i = 0; i < N.n_pods; i++)
                 json_decref(N.pods[i].obj);
         pthread_mutex_destroy(&N.viol_mu);
+        pthread_mutex_destroy(&N.log_mu);
         pthread_mutex_destroy(&N.mu);
         pthread_mutex_destroy(&N.gpu_mu);
         return 0;
@@ -884,6 +915,261 @@ static void test_visibility_own_pod(void **state)
                 json_pack("{s:s}", "device.gpustack.ai/nvidia.visibility", "1"), "Pending");
         expect_visibility(6, NS "/vis", "main", "void");
         assert_int_equal(tsr_dm_agent_sync(N.agent), 0); /* nothing to record for a sidecar */
+}
+
+/* ---- annotations the ledger cannot charge -------------------------------------------------- */
+
+/* Allocate of token k of family f on GPU g into *a. */
+static void allocate_one(enum tsr_family f, unsigned g, unsigned k, struct tsr_dm_answer *a)
+{
+        char t[TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t, f, g, k)};
+
+        tsr_dm_agent_allocate(N.agent, f, ids, 1, a);
+}
+
+/* A Running Pod name whose annotation is value (as written by someone else). */
+static void add_annotated_pod(const char *name, const char *value)
+{
+        struct pod *p;
+
+        add_pod(&N, name, TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Running");
+        pthread_mutex_lock(&N.mu);
+        p = find_pod(&N, name);
+        json_object_set_new(json_object_get(p ? p->obj : NULL, "metadata"), "annotations",
+                            json_pack("{s:s}", TSR_ALLOC_ANNOTATION, value));
+        pthread_mutex_unlock(&N.mu);
+}
+
+/* The annotation of container "main" holding accels[0..n) (encoded; free with free()). */
+static char *annotation_value(const struct tsr_accel_allocation *accels, size_t n)
+{
+        struct tsr_container_allocation *c = calloc(1, sizeof(*c));
+        char *json = NULL;
+
+        assert_non_null(c);
+        snprintf(c->container, sizeof(c->container), "main");
+        snprintf(c->group_id, sizeof(c->group_id), "%.*s", (int)sizeof(c->group_id) - 1,
+                 tsr_dm_agent_node(N.agent)->group);
+        snprintf(c->manufacturer, sizeof(c->manufacturer), "nvidia");
+        c->n = n;
+        memcpy(c->accels, accels, n * sizeof(*accels));
+        assert_int_equal(tsr_alloc_annotation_encode(c, 1, &json), 0);
+        free(c);
+        return json;
+}
+
+static struct tsr_accel_allocation whole(unsigned g)
+{
+        struct tsr_accel_allocation aa = {
+            .index = g, .mode = TSR_MODE_EXCLUSIVE, .allocated = TSR_UNITS_PER_ACCEL};
+
+        snprintf(aa.id, sizeof(aa.id), "%s", g < GPUS ? N.caps[g].uuid : "GPU-gone");
+        return aa;
+}
+
+static struct tsr_accel_allocation partition(unsigned g, const char *profile, unsigned start,
+                                             unsigned length, int64_t units)
+{
+        struct tsr_accel_allocation aa = {.index = g,
+                                          .mode = TSR_MODE_PARTITIONED,
+                                          .allocated = units,
+                                          .start = start,
+                                          .length = length};
+
+        snprintf(aa.id, sizeof(aa.id), "%s", N.caps[g].uuid);
+        snprintf(aa.profile, sizeof(aa.profile), "%s", profile);
+        snprintf(aa.physical_id, sizeof(aa.physical_id), "MIG-%s-%u", profile, start);
+        return aa;
+}
+
+/* The exclusive token of GPU g's health in the device list now. */
+static bool exclusive_healthy(unsigned g)
+{
+        struct tsr_dp_device *list;
+        size_t n;
+        bool healthy = false;
+
+        assert_int_equal(tsr_dm_agent_devices(N.agent, TSR_FAMILY_EXCLUSIVE, &list, &n), 0);
+        for (size_t k = 0; k < n; k++)
+                if (list[k].accel == g)
+                        healthy = list[k].healthy;
+        free(list);
+        return healthy;
+}
+
+/* How many annotation lines were logged, and whether every one names fragment... */
+static unsigned ann_logs(void)
+{
+        unsigned k;
+
+        pthread_mutex_lock(&N.log_mu);
+        k = N.n_ann_logs;
+        pthread_mutex_unlock(&N.log_mu);
+        return k;
+}
+
+static void expect_log(unsigned i, const char *a, const char *b)
+{
+        pthread_mutex_lock(&N.log_mu);
+        if (i >= N.n_ann_logs || i >= 8 || !strstr(N.ann_logs[i], a) || !strstr(N.ann_logs[i], b))
+                fail_msg("log line %u of %u is \"%s\", want %s and %s", i, N.n_ann_logs,
+                         i < N.n_ann_logs && i < 8 ? N.ann_logs[i] : "", a, b);
+        pthread_mutex_unlock(&N.log_mu);
+}
+
+/*
+ * An annotation naming a GPU past the node's: that Pod's records are left out of the ledger and
+ * logged once with its UID and the reason; the node keeps allocating, except on the GPUs that
+ * annotation names, whose tokens read unhealthy; with the Pod gone they serve again.
+ */
+static void test_annotation_past_the_gpus(void **state)
+{
+        const struct tsr_accel_allocation bad[2] = {whole(N.bound[0]), whole(GPUS + 1)};
+        char *v = annotation_value(bad, 2);
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_diag d;
+        struct tsr_dm_answer a;
+
+        (void)state;
+        grant_exclusive("good", N.bound[1]);
+        add_annotated_pod("bad", v);
+        free(v);
+        tsr_diag_clear(&d);
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, &d), 0);
+        assert_int_equal(ledger[N.bound[1]].mode, TSR_MODE_EXCLUSIVE); /* good still charges */
+        assert_int_equal(ledger[N.bound[0]].mode, TSR_MODE_NONE);      /* bad's left out */
+        assert_int_equal(ann_logs(), 1);
+        expect_log(0, "uid-bad", "names accelerator 9");
+
+        /* the GPU bad names takes no grant; another does, and the lists keep moving */
+        assert_false(exclusive_healthy(N.bound[0]));
+        assert_true(exclusive_healthy(N.bound[2]));
+        add_pod(&N, "next", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+        allocate_one(TSR_FAMILY_EXCLUSIVE, N.bound[0], 0, &a);
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+        assert_non_null(strstr(a.message, "uid-bad"));
+        assert_non_null(strstr(a.message, N.caps[N.bound[0]].uuid));
+        allocate_one(TSR_FAMILY_SHARED, N.bound[0], 0, &a);
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+        allocate_one(TSR_FAMILY_EXCLUSIVE, N.bound[2], 0, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_string_equal(a.pod, NS "/next");
+        assert_int_equal(ann_logs(), 1); /* once per Pod, however often the ledger is built */
+
+        /* bad deleted: its GPU serves again */
+        pthread_mutex_lock(&N.mu);
+        delete_pod(find_pod(&N, "bad"));
+        pthread_mutex_unlock(&N.mu);
+        assert_true(exclusive_healthy(N.bound[0]));
+        grant_exclusive("after", N.bound[0]);
+        assert_int_equal(ann_logs(), 1);
+}
+
+/*
+ * Two annotations on overlapping placements: the later is left out and logged; its GPU takes no
+ * new partition (the next one goes to another MIG GPU), and a third bad Pod is logged on its own.
+ */
+static void test_annotation_overlapping(void **state)
+{
+        const struct tsr_accel_allocation first[1] = {partition(N.mig[0], "3g.40gb", 0, 4, 800000)};
+        const struct tsr_accel_allocation second[1] = {
+            partition(N.mig[0], "1g.10gb", 2, 1, 200000)};
+        char *v1 = annotation_value(first, 1), *v2 = annotation_value(second, 1);
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_dp_device *list;
+        struct tsr_dm_answer a;
+        const char *ids[1];
+        size_t n;
+
+        (void)state;
+        add_annotated_pod("first", v1);
+        add_annotated_pod("second", v2);
+        free(v1);
+        free(v2);
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.mig[0]].live.n, 1);
+        assert_int_equal(ledger[N.mig[0]].allocated, 800000);
+        assert_int_equal(ann_logs(), 1);
+        expect_log(0, "uid-second", "cannot hold the recorded partition at slice 2");
+
+        /* the fullest MIG GPU would be mig[0]; it is claimed beyond its ledger, so mig[1] */
+        add_pod(&N, "mig", TSR_FAMILY_PARTITIONED,
+                limits_of(TSR_FAMILY_PARTITIONED, 1, "1g.10gb", 200000), "Pending");
+        assert_int_equal(tsr_dm_agent_devices(N.agent, TSR_FAMILY_PARTITIONED, &list, &n), 0);
+        for (size_t k = 0; k < n; k++)
+                assert_int_equal(list[k].healthy, list[k].accel != N.mig[0]);
+        ids[0] = list[n - 1].id;
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_PARTITIONED, ids, 1, &a);
+        free(list);
+        assert_int_equal(a.code, TSR_DM_OK);
+        {
+                struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+
+                assert_int_equal(instances(N.mig[0], in), 0);
+                assert_int_equal(instances(N.mig[1], in), 1);
+        }
+
+        /* an annotation that does not decode: logged, and the GPU it names is held back */
+        char garbled[256];
+
+        snprintf(garbled, sizeof(garbled), "{\"main\": {\"devices\": \"%s\"",
+                 N.caps[N.bound[3]].uuid);
+        add_annotated_pod("garbled", garbled);
+        assert_false(exclusive_healthy(N.bound[3]));
+        assert_true(exclusive_healthy(N.bound[4]));
+        assert_int_equal(ann_logs(), 2);
+        expect_log(1, "uid-garbled", "does not decode");
+}
+
+/*
+ * A held-back MIG GPU still gives a container its own instance: a partition carved, its
+ * annotation never written, the device manager restarted (the reservation forgotten), then a bad
+ * annotation naming that GPU: the retried Allocate reuses the instance there.
+ */
+static void test_annotation_held_back_reuse(void **state)
+{
+        const struct tsr_accel_allocation bad[1] = {whole(GPUS + 2)};
+        struct tsr_accel_allocation named;
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+        struct tsr_dm_answer a, again;
+        char *v;
+
+        (void)state;
+        N.record_fail_every = 1; /* every annotation write fails */
+        add_pod(&N, "mig", TSR_FAMILY_PARTITIONED,
+                limits_of(TSR_FAMILY_PARTITIONED, 1, "3g.40gb", 800000), "Pending");
+        allocate_one(TSR_FAMILY_PARTITIONED, N.mig[0], 0, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_int_equal(instances(N.mig[0], in), 1);
+        assert_false(annotated("mig"));
+        tsr_dm_agent_free(N.agent);
+        assert_int_equal(tsr_dm_agent_new(N.caps, N.n_caps, &N.opts, &N.agent, NULL), 0);
+        N.record_fail_every = 0;
+
+        named = whole(N.mig[0]);
+        named.index = GPUS + 2; /* by UUID only */
+        v = annotation_value((const struct tsr_accel_allocation[]){bad[0], named}, 2);
+        add_annotated_pod("bad", v);
+        free(v);
+        allocate_one(TSR_FAMILY_PARTITIONED, N.mig[1], 0, &again);
+        assert_int_equal(again.code, TSR_DM_OK);
+        assert_string_equal(again.pod, NS "/mig");
+        assert_string_equal(again.visible, a.visible);
+        assert_int_equal(instances(N.mig[0], in), 1);
+        assert_int_equal(instances(N.mig[1], in), 0);
+        assert_true(annotated("mig"));
+        expect_log(0, "uid-bad", "names accelerator 10");
+        /* a new container's instance is not carved on the held-back GPU, the fullest one */
+        add_pod(&N, "next", TSR_FAMILY_PARTITIONED,
+                limits_of(TSR_FAMILY_PARTITIONED, 1, "3g.40gb", 800000), "Pending");
+        allocate_one(TSR_FAMILY_PARTITIONED, N.mig[0], 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_string_equal(a.pod, NS "/next");
+        assert_int_equal(instances(N.mig[0], in), 1);
+        assert_int_equal(instances(N.mig[1], in), 1);
 }
 
 /* ---- concurrent ---------------------------------------------------------------------------- */
@@ -1402,6 +1688,9 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_preferred_slice_fits, setup, teardown),
             cmocka_unit_test_setup_teardown(test_preferred_slice_unidentified, setup, teardown),
             cmocka_unit_test_setup_teardown(test_visibility_own_pod, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_annotation_past_the_gpus, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_annotation_overlapping, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_annotation_held_back_reuse, setup, teardown),
             cmocka_unit_test_setup_teardown(test_concurrent_allocate, setup, teardown),
         };
 
