@@ -349,7 +349,7 @@ def main():
         bad = [ln for ln in dm.lines if not ln.startswith("time=")]
         ok(rc == 0 and not bad, "the device manager's stderr holds only log lines", bad[:20])
         dm = None
-    except Exception as e:  # noqa: BLE001 - any failure is one failed TAP line with its cause
+    except Exception:  # noqa: BLE001 - any failure is one failed TAP line with its traceback
         ok(False, "the run completed", traceback.format_exc())
     finally:
         if dm:
