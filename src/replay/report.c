@@ -147,10 +147,10 @@ int tsr_replay_report_csv(struct tsr_buf *out, const struct tsr_replay_trace_rep
         return rc;
 }
 
-#define SVG_W      720
+#define SVG_W      860
 #define SVG_PANEL  400
 #define SVG_LEFT   70
-#define SVG_RIGHT  170
+#define SVG_RIGHT  310
 #define SVG_TOP    40
 #define SVG_BOTTOM 50
 #define X_FROM     80
