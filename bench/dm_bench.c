@@ -220,6 +220,7 @@ struct watch {
         pthread_mutex_t mu;
         pthread_cond_t cond; /* CLOCK_MONOTONIC */
         unsigned long seq;   /* messages received */
+        uint64_t digest;     /* FNV-1a over every message's bytes, in order */
         int64_t at_ns;       /* when the last one was read off the stream */
         size_t n_devices, n_healthy;
         bool stop, ended, bad; /* bad: a message that does not decode */
@@ -260,6 +261,10 @@ static void *watch_main(void *arg)
                         break;
                 }
                 at = bench_now_ns();
+                pthread_mutex_lock(&w->mu);
+                for (size_t i = 0; i < msg.len; i++)
+                        w->digest = (w->digest ^ (uint8_t)msg.ptr[i]) * UINT64_C(1099511628211);
+                pthread_mutex_unlock(&w->mu);
                 r = v1beta1__list_and_watch_response__unpack(NULL, msg.len,
                                                              (const uint8_t *)msg.ptr);
                 for (size_t i = 0; r && i < r->n_devices; i++)
@@ -334,6 +339,36 @@ static unsigned long watch_seq(struct watch *w, size_t *healthy)
                 *healthy = w->n_healthy;
         pthread_mutex_unlock(&w->mu);
         return seq;
+}
+
+/*
+ * Waits until no stream has read a message for QUIET_MS (at most QUIET_MAX_MS): a reader of long
+ * lists can trail the pushes, and the counts printed should be every message sent.
+ */
+#define QUIET_MS     200
+#define QUIET_MAX_MS 5000
+
+static void watches_quiet(struct watch *const *w, size_t n)
+{
+        const struct timespec step = {0, 10 * 1000000L};
+        unsigned long last = ~0ul;
+        int64_t since = bench_now_ns(), start = since;
+
+        for (;;) {
+                unsigned long sum = 0;
+                int64_t now;
+
+                for (size_t i = 0; i < n; i++)
+                        sum += watch_seq(w[i], NULL);
+                now = bench_now_ns();
+                if (sum != last) {
+                        last = sum;
+                        since = now;
+                }
+                if (now - since >= QUIET_MS * 1000000LL || now - start >= QUIET_MAX_MS * 1000000LL)
+                        return;
+                nanosleep(&step, NULL);
+        }
 }
 
 /* ---- the node ------------------------------------------------------------------------------ */
@@ -992,7 +1027,8 @@ static void print_allocate(const struct bench *b, struct bench_series *r)
         printf(" | GetDevicePluginOptions over the same transport: a call that does nothing\n");
         printf("%-12s | %-33s |", "(refresh)", "");
         print_series(&r[R_REFRESH]);
-        printf(" | tsr_dm_agent_changed, nothing changed: every plugin re-reads its list\n");
+        printf(" | tsr_dm_agent_changed, nothing changed: one Pods read, every plugin checks its "
+               "list\n");
 }
 
 static void print_updates(struct bench_series *r)
@@ -1085,10 +1121,24 @@ static int run(struct bench *b)
                         goto out;
         printf("updates:    %lu each way in %.1f s\n", b->opt.updates,
                (double)(bench_now_ns() - started) / 1e9);
-        printf("streams:    messages received:");
+        {
+                struct watch *ws[TSR_DP_FAMILIES];
+
+                for (size_t i = 0; i < b->n_srv; i++)
+                        ws[i] = &b->srv[i].watch;
+                watches_quiet(ws, b->n_srv);
+        }
+        printf("streams:    messages received (once every reader is idle):");
         for (size_t i = 0; i < b->n_srv; i++)
                 printf("%s %s %lu", i ? "," : "", tsr_family_name(b->srv[i].f),
                        watch_seq(&b->srv[i].watch, NULL));
+        printf("\n            their bytes (FNV-1a, in order):");
+        for (size_t i = 0; i < b->n_srv; i++) {
+                pthread_mutex_lock(&b->srv[i].watch.mu);
+                printf("%s %s %016llx", i ? "," : "", tsr_family_name(b->srv[i].f),
+                       (unsigned long long)b->srv[i].watch.digest);
+                pthread_mutex_unlock(&b->srv[i].watch.mu);
+        }
         printf("\n");
         for (size_t i = 0; i < b->n_srv; i++) {
                 const char *why = watch_fault(&b->srv[i].watch);
@@ -1137,6 +1187,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < TSR_DP_FAMILIES; i++) {
                 pthread_mutex_init(&b->srv[i].watch.mu, NULL);
                 pthread_cond_init(&b->srv[i].watch.cond, &ca);
+                b->srv[i].watch.digest = UINT64_C(14695981039346656037);
         }
         pthread_condattr_destroy(&ca);
         rc = b->pods.items ? run(b) : -1;

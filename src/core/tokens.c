@@ -57,6 +57,15 @@ unsigned tsr_tokens_count(enum tsr_family f, const struct tsr_accel_cap *cap,
         return total;
 }
 
+unsigned tsr_tokens_max(enum tsr_family f, const struct tsr_accel_cap *cap)
+{
+        static const struct tsr_accel_ledger idle = {.mode = TSR_MODE_NONE};
+
+        if (f == TSR_FAMILY_PARTITIONED)
+                return cap->partitioned ? 2 * TSR_MIG_AXIS_MAX : 0;
+        return tsr_tokens_count(f, cap, &idle, NULL);
+}
+
 unsigned tsr_token_index(enum tsr_family f, unsigned k)
 {
         return f == TSR_FAMILY_SHARED ? k * (unsigned)TSR_UNITS_PER_SHARE : k;

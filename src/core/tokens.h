@@ -31,6 +31,16 @@
 unsigned tsr_tokens_count(enum tsr_family f, const struct tsr_accel_cap *cap,
                           const struct tsr_accel_ledger *l, unsigned *healthy);
 
+/*
+ * The most tokens family f can advertise on cap, whatever its ledger entry: what
+ * tsr_tokens_count returns for every family but partitioned, whose count (live instances plus the
+ * largest free count) moves with the ledger; for it, 2 x TSR_MIG_AXIS_MAX on a partitioned
+ * accelerator (at most that many live instances, at most that many free placements), else 0.
+ * The first tsr_tokens_max IDs of an accelerator are all it can ever name (deviceplugin/devices.h
+ * formats them once).
+ */
+unsigned tsr_tokens_max(enum tsr_family f, const struct tsr_accel_cap *cap);
+
 /* The index of the k-th token (from 0) of family f: k * 160,000 for shared, else k. */
 unsigned tsr_token_index(enum tsr_family f, unsigned k);
 

@@ -62,6 +62,12 @@ struct tsr_dm_agent {
         size_t n_off, cap_off;
         struct note notes[NOTES_MAX];
         size_t n_notes;
+        /* how many reservations settle has dropped, ever (record's reuse of a Pod checks it) */
+        unsigned long settled;
+        /* the device view: the last ledger published and its held-back accelerators (node.n) */
+        struct tsr_accel_ledger *view;
+        bool *view_held;
+        bool have_view;
 };
 
 static const char *str_at(json_t *o, const char *a, const char *b)
@@ -131,15 +137,22 @@ int tsr_dm_agent_new(const struct tsr_accel_cap *caps, size_t n,
         int rc;
 
         if (!a || !(a->caps = malloc(n * sizeof(*caps))) ||
-            !(a->held_back = calloc(n ? n : 1, sizeof(*a->held_back)))) {
-                if (a)
+            !(a->held_back = calloc(n ? n : 1, sizeof(*a->held_back))) ||
+            !(a->view = calloc(n ? n : 1, sizeof(*a->view))) ||
+            !(a->view_held = calloc(n ? n : 1, sizeof(*a->view_held)))) {
+                if (a) {
                         free(a->caps);
+                        free(a->held_back);
+                        free(a->view);
+                }
                 free(a);
                 return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
         }
         memcpy(a->caps, caps, n * sizeof(*caps));
         rc = tsr_dp_node_init(&a->node, a->caps, n);
         if (rc) {
+                free(a->view_held);
+                free(a->view);
                 free(a->held_back);
                 free(a->caps);
                 free(a);
@@ -161,6 +174,8 @@ void tsr_dm_agent_free(struct tsr_dm_agent *a)
         free(a->res);
         free(a->subs);
         free(a->held_back);
+        free(a->view);
+        free(a->view_held);
         free(a->off);
         free(a->caps);
         free(a);
@@ -185,7 +200,8 @@ int tsr_dm_agent_subscribe(struct tsr_dm_agent *a, void (*fn)(void *ctx), void *
         return s ? 0 : TSR_ENOMEM;
 }
 
-void tsr_dm_agent_changed(struct tsr_dm_agent *a)
+/* Calls the subscribers (without mu); they read the view. */
+static void notify(struct tsr_dm_agent *a)
 {
         struct subscriber subs[16];
         size_t n;
@@ -197,6 +213,19 @@ void tsr_dm_agent_changed(struct tsr_dm_agent *a)
         pthread_mutex_unlock(&a->mu);
         for (size_t i = 0; i < n; i++)
                 subs[i].fn(subs[i].ctx);
+}
+
+void tsr_dm_agent_changed(struct tsr_dm_agent *a)
+{
+        bool any;
+
+        pthread_mutex_lock(&a->mu);
+        any = a->n_subs > 0;
+        pthread_mutex_unlock(&a->mu);
+        if (!any) /* nobody reads the view: no Pods read for it */
+                return;
+        tsr_dm_agent_refresh_view(a);
+        notify(a);
 }
 
 /* ---- the ledger ----------------------------------------------------------------------------- */
@@ -275,6 +304,7 @@ static void settle(struct tsr_dm_agent *a, json_t *pods)
                 if (!p || names_container(alloc, na, r->alloc.container)) {
                         memmove(r, r + 1, (a->n_res - k - 1) * sizeof(*r));
                         a->n_res--;
+                        a->settled++;
                         continue;
                 }
                 k++;
@@ -485,20 +515,32 @@ out:
 }
 
 /*
- * The Pods now, the reservations settled, and the ledger. Under mu; *pods is a new reference.
- * Pods unknown (the source failed) settle nothing: every reservation stays charged.
+ * The Pods now (the one read of the caller's pod source), the reservations settled, and the
+ * ledger. Under mu; *pods is a new reference; *known (may be NULL): the source answered. Pods
+ * unknown (the source failed) settle nothing: every reservation stays charged.
  */
-static int snapshot(struct tsr_dm_agent *a, json_t **pods, struct tsr_accel_ledger *ledger,
-                    struct tsr_diag *diag)
+static int snapshot(struct tsr_dm_agent *a, json_t **pods, bool *known,
+                    struct tsr_accel_ledger *ledger, struct tsr_diag *diag)
 {
-        bool known;
+        bool k;
 
         *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
-        known = *pods != NULL;
+        k = *pods != NULL;
+        if (known)
+                *known = k;
         settle(a, *pods);
         if (!*pods)
                 *pods = json_array();
-        return build_ledger(a, *pods, known, ledger, diag);
+        return build_ledger(a, *pods, k, ledger, diag);
+}
+
+/* Makes ledger, just built, and the held-back set it left the device view. Under mu. */
+static void publish(struct tsr_dm_agent *a, const struct tsr_accel_ledger *ledger)
+{
+        memcpy(a->view, ledger, a->node.n * sizeof(*ledger));
+        for (size_t g = 0; g < a->node.n; g++)
+                a->view_held[g] = a->held_back[g][0] != '\0';
+        a->have_view = true;
 }
 
 /*
@@ -547,7 +589,7 @@ static int ledger_now(struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger, b
         int rc;
 
         pthread_mutex_lock(&a->mu);
-        rc = snapshot(a, &pods, ledger, diag);
+        rc = snapshot(a, &pods, NULL, ledger, diag);
         for (size_t g = 0; held && g < a->node.n; g++)
                 held[g] = a->held_back[g][0] != '\0';
         pthread_mutex_unlock(&a->mu);
@@ -577,6 +619,40 @@ int tsr_dm_agent_devices(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_d
                         (*out)[k].healthy = false;
         free(ledger);
         free(held);
+        return rc;
+}
+
+int tsr_dm_agent_refresh_view(struct tsr_dm_agent *a)
+{
+        struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
+        json_t *pods = NULL;
+        int rc = TSR_ENOMEM;
+
+        if (ledger) {
+                pthread_mutex_lock(&a->mu);
+                rc = snapshot(a, &pods, NULL, ledger, NULL);
+                if (!rc)
+                        publish(a, ledger);
+                pthread_mutex_unlock(&a->mu);
+        }
+        json_decref(pods);
+        free(ledger);
+        flush_notes(a);
+        return rc;
+}
+
+int tsr_dm_agent_view_shape(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_dp_shape *shape)
+{
+        int rc = TSR_ESTALE;
+
+        pthread_mutex_lock(&a->mu);
+        if (a->have_view) {
+                /* a held-back accelerator's tokens read unhealthy (visibility's charge nothing) */
+                tsr_dp_shape(&a->node, a->view, f, f == TSR_FAMILY_VISIBILITY ? NULL : a->view_held,
+                             shape);
+                rc = 0;
+        }
+        pthread_mutex_unlock(&a->mu);
         return rc;
 }
 
@@ -644,7 +720,7 @@ int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char
         if (!ledger)
                 return TSR_ENOMEM;
         pthread_mutex_lock(&a->mu);
-        rc = snapshot(a, &pods, ledger, NULL);
+        rc = snapshot(a, &pods, NULL, ledger, NULL);
         if (!rc && f == TSR_FAMILY_SLICED)
                 units = slice_units(a, pods, size, &kv);
         if (!rc)
@@ -820,22 +896,36 @@ static char *annotation_for(struct tsr_dm_agent *a, json_t *pod, const char *uid
         return json;
 }
 
-/* Records the reservations of uid on its Pod (outside mu); marks them recorded on success. */
-static void record(struct tsr_dm_agent *a, const char *uid)
+/*
+ * Records the reservations of uid on its Pod (outside mu); marks them recorded on success. The
+ * annotation is the Pod's current one with the reservations put over it: seen (may be NULL) is
+ * the Pod as the caller's snapshot showed it when settle had dropped since reservations in all;
+ * it stands for a new read of the Pods while settle has dropped none since (each annotation entry
+ * written after seen is then a reservation still held; a dropped one may be in an annotation seen
+ * does not show yet, so the Pods are read again).
+ */
+static void record(struct tsr_dm_agent *a, const char *uid, json_t *seen, unsigned long since)
 {
         char ns[254] = "", name[254] = "", *json = NULL;
-        json_t *pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
+        json_t *pods = NULL;
         struct tsr_diag d;
         int rc;
 
         pthread_mutex_lock(&a->mu);
+        if (seen && a->settled != since)
+                seen = NULL;
+        if (!seen) { /* the source is called without mu while recording */
+                pthread_mutex_unlock(&a->mu);
+                pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
+                pthread_mutex_lock(&a->mu);
+        }
         for (size_t k = 0; k < a->n_res; k++)
                 if (!strcmp(a->res[k].uid, uid)) {
                         snprintf(ns, sizeof(ns), "%s", a->res[k].ns);
                         snprintf(name, sizeof(name), "%s", a->res[k].name);
                 }
         if (ns[0])
-                json = annotation_for(a, pod_by_uid(pods, uid), uid);
+                json = annotation_for(a, seen ? seen : pod_by_uid(pods, uid), uid);
         pthread_mutex_unlock(&a->mu);
         json_decref(pods);
         if (!json || !a->opts.record)
@@ -864,9 +954,10 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         struct tsr_dp_identity id;
         struct tsr_dp_grant *g = malloc(sizeof(*g));
         char resource[TSR_KEY_MAX], uid[128] = "";
-        json_t *pods = NULL;
+        json_t *pods = NULL, *seen = NULL;
+        unsigned long settled = 0;
         struct tsr_diag d;
-        bool granted = false;
+        bool granted = false, known = false, published = false;
 
         memset(out, 0, sizeof(*out));
         if (!ledger || !g || tsr_dp_resource_name(&a->node, f, resource)) {
@@ -877,7 +968,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         }
         tsr_diag_clear(&d);
         pthread_mutex_lock(&a->mu);
-        if (snapshot(a, &pods, ledger, &d)) {
+        if (snapshot(a, &pods, &known, ledger, &d)) {
                 answer(out, TSR_DM_INTERNAL, "the node's ledger cannot be rebuilt: %s", d.msg);
                 goto unlock;
         }
@@ -934,6 +1025,16 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 snprintf(out->visible, sizeof(out->visible), "%s",
                          g->visible[0] ? g->visible : "void");
         }
+        if (granted && f != TSR_FAMILY_VISIBILITY) {
+                /* the device view the subscribers read: these Pods with the grant reserved, what
+                 * a new snapshot would show (a Pod change since is the pod source's to report) */
+                if (a->n_subs && !build_ledger(a, pods, known, ledger, NULL)) {
+                        publish(a, ledger);
+                        published = true;
+                }
+                seen = json_incref(id.pod);
+                settled = a->settled;
+        }
 unlock:
         pthread_mutex_unlock(&a->mu);
         kubelet_view_free(a, kv);
@@ -947,8 +1048,12 @@ unlock:
                 return;
         }
         if (f != TSR_FAMILY_VISIBILITY) {
-                record(a, uid);
-                tsr_dm_agent_changed(a);
+                record(a, uid, seen, settled);
+                json_decref(seen);
+                if (!published) /* out of memory above: a view of its own */
+                        tsr_dm_agent_changed(a);
+                else
+                        notify(a);
         }
 }
 
@@ -968,7 +1073,7 @@ size_t tsr_dm_agent_sync(struct tsr_dm_agent *a)
         pthread_mutex_unlock(&a->mu);
         json_decref(pods);
         for (size_t i = 0; i < n; i++)
-                record(a, uids[i]);
+                record(a, uids[i], NULL, 0);
         pthread_mutex_lock(&a->mu);
         for (size_t k = 0; k < a->n_res; k++)
                 left += !a->res[k].recorded;

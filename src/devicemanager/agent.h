@@ -35,12 +35,27 @@
  * Pod the kubelet is admitting, never merely the oldest pending one.
  * Then, outside the lock, the allocation annotation is recorded on the Pod through the caller's
  * record function; a failed record is retried by tsr_dm_agent_sync. Every change that can move a
- * device list calls the subscribers (outside the lock), which re-read the lists.
+ * device list calls the subscribers (outside the lock), which read the device view.
+ *
+ * Pods reads: the pods callback is the daemon's API-server LIST, so each entry point reads once.
+ * Allocate reads once: identify, refusal, ledger and reservation all use that snapshot, and so
+ * does the annotation recorded after it (the Pod as the snapshot showed it, with the reservations
+ * put over it) unless a reservation was settled in the meantime (then record reads again: an
+ * annotation entry may have been written that the snapshot lacks). GetPreferredAllocation reads
+ * once; tsr_dm_agent_ledger, _devices, _reclaim and _sync's settling once each (and sync once more
+ * per annotation it retries).
+ *
+ * The device view: a ledger and held-back set the agent keeps for its plugins' ListAndWatch lists
+ * (tsr_dm_agent_view_shape). tsr_dm_agent_changed and tsr_dm_agent_refresh_view take it from one
+ * new snapshot; a reserving Allocate rebuilds it from its own snapshot with the grant reserved,
+ * before it records and calls the subscribers. Views replace one another under the lock, in the
+ * order their snapshots were taken, so a reader never sees an older view after a newer one.
  *
  * Threads: every function is safe from any thread; callbacks (pods, kubelet view, record,
  * subscribers, log) are called without the agent's lock held, except kubelet_view, which Allocate
  * and a slice's GetPreferredAllocation call under it, and pods, called under it except while an
- * annotation is being recorded (neither may call back into the agent).
+ * annotation is being recorded (neither may call back into the agent). A subscriber may call
+ * any function of the agent (the plugins call tsr_dm_agent_view_shape).
  * Ownership: tsr_dm_agent_new copies caps; opts' functions and contexts are borrowed for the
  * agent's life; the store and backend are borrowed too.
  */
@@ -117,11 +132,31 @@ void tsr_dm_agent_free(struct tsr_dm_agent *a);
 /* The node view the plugins serve (valid for the agent's life). */
 const struct tsr_dp_node *tsr_dm_agent_node(const struct tsr_dm_agent *a);
 
-/* Adds a subscriber called after any change that can move a device list. 0 or TSR_ENOMEM. */
+/*
+ * Adds a subscriber called after any change that can move a device list, once the device view
+ * shows it. 0 or TSR_ENOMEM.
+ */
 int tsr_dm_agent_subscribe(struct tsr_dm_agent *a, void (*fn)(void *ctx), void *ctx);
 
-/* Calls the subscribers: the Pods changed (the caller's pod source says so). */
+/*
+ * The Pods changed (the caller's pod source says so): takes the device view from one new
+ * snapshot (one read of the Pods, none without subscribers), then calls the subscribers.
+ */
 void tsr_dm_agent_changed(struct tsr_dm_agent *a);
+
+/*
+ * Takes the device view from a new snapshot (one read of the Pods) without calling anyone.
+ * Returns 0, or TSR_ENOMEM (the view unchanged).
+ */
+int tsr_dm_agent_refresh_view(struct tsr_dm_agent *a);
+
+/*
+ * Family f's shape in the device view into shape[0..n) (n = the node's accelerators;
+ * tsr_dp_shape on the view's ledger, held-back accelerators' tokens Unhealthy but for
+ * visibility): what tsr_dm_agent_devices would list when the view was taken. Reads no Pods.
+ * Returns 0, or TSR_ESTALE when no view was taken yet.
+ */
+int tsr_dm_agent_view_shape(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_dp_shape *shape);
 
 /*
  * The current ledger into ledger[0..n) (n = the node's accelerators): what could be charged, a
@@ -131,8 +166,9 @@ void tsr_dm_agent_changed(struct tsr_dm_agent *a);
 int tsr_dm_agent_ledger(struct tsr_dm_agent *a, struct tsr_accel_ledger *ledger,
                         struct tsr_diag *diag);
 
-/* Family f's device list now (tsr_dp_devices on the current ledger; held-back accelerators'
- * tokens Unhealthy but for visibility). */
+/* Family f's device list now (a new snapshot, one read of the Pods; tsr_dp_devices on its
+ * ledger, every ID formatted anew; held-back accelerators' tokens Unhealthy but for visibility).
+ * The device view is not touched. */
 int tsr_dm_agent_devices(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_dp_device **out,
                          size_t *n);
 

@@ -17,6 +17,7 @@ struct watch {
         struct tsr_grpc_stream *stream; /* our reference */
         struct tsr_dp_device *sent;     /* the last list pushed */
         size_t n_sent;
+        struct tsr_dp_shape *sent_shape; /* its shape (n_accel) */
         bool any_sent;
 };
 
@@ -26,9 +27,16 @@ struct tsr_dm_plugin {
         char resource[TSR_KEY_MAX];
         struct tsr_grpc_method methods[5];
         struct tsr_grpc_service_table table;
-        pthread_mutex_t mu; /* guards watches */
+        size_t n_accel;
+        struct tsr_dp_tokens tokens; /* the family's token IDs, formatted once (read-only) */
+        pthread_mutex_t mu;          /* guards watches and everything below */
         struct watch *watches;
         size_t n_watches;
+        /* the family's list as of the last view read, kept and rewritten in place */
+        struct tsr_dp_device *list;
+        size_t n_list, cap_list;
+        struct tsr_dp_shape *shape, *next; /* list's shape (when have_list); scratch */
+        bool have_list;
 };
 
 /* protobuf-c's output sink appending to a struct tsr_buf. */
@@ -96,27 +104,25 @@ static int pre_start(void *user, const uint8_t *req, size_t len, struct tsr_buf 
 
 /* ---- ListAndWatch --------------------------------------------------------------------------- */
 
-static int encode_list(const struct tsr_dp_device *list, size_t n, struct tsr_buf *out)
+/* The ListAndWatchResponse of list[0..n) into out (protobuf-c wants writable strings). */
+static int encode_list(struct tsr_dp_device *list, size_t n, struct tsr_buf *out)
 {
         static char healthy[] = "Healthy", unhealthy[] = "Unhealthy";
         V1beta1__ListAndWatchResponse r;
         V1beta1__Device *devs = calloc(n ? n : 1, sizeof(*devs));
         V1beta1__Device **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
-        struct tsr_dp_device *copy = malloc((n ? n : 1) * sizeof(*copy));
         int rc;
 
-        if (!devs || !ptrs || !copy) {
+        if (!devs || !ptrs) {
                 free(devs);
                 free(ptrs);
-                free(copy);
                 return TSR_ENOMEM;
         }
-        memcpy(copy, list, n * sizeof(*copy)); /* protobuf-c wants writable strings */
         v1beta1__list_and_watch_response__init(&r);
         for (size_t i = 0; i < n; i++) {
                 v1beta1__device__init(&devs[i]);
-                devs[i].id = copy[i].id;
-                devs[i].health = copy[i].healthy ? healthy : unhealthy;
+                devs[i].id = list[i].id;
+                devs[i].health = list[i].healthy ? healthy : unhealthy;
                 ptrs[i] = &devs[i];
         }
         r.n_devices = n;
@@ -124,71 +130,102 @@ static int encode_list(const struct tsr_dp_device *list, size_t n, struct tsr_bu
         rc = packed(&r.base, out);
         free(devs);
         free(ptrs);
-        free(copy);
         return rc;
 }
 
-/* Pushes list to w when it differs from what w last got. Under p->mu. */
-static void push_if_changed(struct watch *w, const struct tsr_dp_device *list, size_t n)
+/*
+ * Pushes p's list to w when it differs from what w last got: an equal shape is an equal list; a
+ * shape that differs is compared list to list. msg: the list encoded, once (*encoded says so).
+ * Under p->mu.
+ */
+static void push_if_changed(struct tsr_dm_plugin *p, struct watch *w, struct tsr_buf *msg,
+                            bool *encoded)
 {
-        struct tsr_buf msg;
         struct tsr_dp_device *keep;
 
-        if (w->any_sent && tsr_dp_devices_equal(w->sent, w->n_sent, list, n))
+        if (w->any_sent && tsr_dp_shape_equal(w->sent_shape, p->shape, p->n_accel))
                 return;
-        tsr_buf_init(&msg);
-        keep = malloc((n ? n : 1) * sizeof(*keep));
-        if (!keep || encode_list(list, n, &msg) ||
-            tsr_grpc_stream_push(w->stream, (const uint8_t *)msg.ptr, msg.len)) {
-                free(keep);
-                tsr_buf_release(&msg);
+        if (w->any_sent && tsr_dp_devices_equal(w->sent, w->n_sent, p->list, p->n_list)) {
+                memcpy(w->sent_shape, p->shape, p->n_accel * sizeof(*p->shape));
                 return;
         }
-        memcpy(keep, list, n * sizeof(*keep));
+        if (!*encoded && encode_list(p->list, p->n_list, msg))
+                return;
+        *encoded = true;
+        keep = malloc((p->n_list ? p->n_list : 1) * sizeof(*keep));
+        if (!keep || tsr_grpc_stream_push(w->stream, (const uint8_t *)msg->ptr, msg->len)) {
+                free(keep);
+                return;
+        }
+        memcpy(keep, p->list, p->n_list * sizeof(*keep));
         free(w->sent);
         w->sent = keep;
-        w->n_sent = n;
+        w->n_sent = p->n_list;
+        memcpy(w->sent_shape, p->shape, p->n_accel * sizeof(*p->shape));
         w->any_sent = true;
+}
+
+/*
+ * Brings p's list to the agent's device view (rewritten only when its shape moved, from the IDs
+ * formatted at creation) and pushes it to every stream that has not seen it. Reads no Pods.
+ */
+static void push_view(struct tsr_dm_plugin *p)
+{
+        struct tsr_buf msg;
+        bool encoded = false;
+
+        pthread_mutex_lock(&p->mu);
+        if (tsr_dm_agent_view_shape(p->agent, p->family, p->next))
+                goto out;
+        if (!p->have_list || !tsr_dp_shape_equal(p->shape, p->next, p->n_accel)) {
+                struct tsr_dp_shape *t = p->shape;
+
+                if (tsr_dp_devices_update(&p->tokens, p->have_list ? p->shape : NULL, p->next,
+                                          &p->list, &p->n_list, &p->cap_list))
+                        goto out;
+                p->shape = p->next;
+                p->next = t;
+                p->have_list = true;
+        }
+        tsr_buf_init(&msg);
+        for (size_t i = 0; i < p->n_watches; i++)
+                push_if_changed(p, &p->watches[i], &msg, &encoded);
         tsr_buf_release(&msg);
+out:
+        pthread_mutex_unlock(&p->mu);
 }
 
 void tsr_dm_plugin_refresh(struct tsr_dm_plugin *p)
 {
-        struct tsr_dp_device *list = NULL;
-        size_t n = 0;
-
-        if (tsr_dm_agent_devices(p->agent, p->family, &list, &n))
-                return;
-        pthread_mutex_lock(&p->mu);
-        for (size_t i = 0; i < p->n_watches; i++)
-                push_if_changed(&p->watches[i], list, n);
-        pthread_mutex_unlock(&p->mu);
-        free(list);
+        if (!tsr_dm_agent_refresh_view(p->agent))
+                push_view(p);
 }
 
 static void on_agent_change(void *ctx)
 {
-        tsr_dm_plugin_refresh(ctx);
+        push_view(ctx);
 }
 
 static int list_and_watch(void *user, struct tsr_grpc_stream *stream, const uint8_t *req,
                           size_t len, struct tsr_grpc_status *st)
 {
         struct tsr_dm_plugin *p = user;
+        struct tsr_dp_shape *sent = malloc(p->n_accel * sizeof(*sent));
         struct watch *w;
 
         (void)req;
         (void)len;
         pthread_mutex_lock(&p->mu);
-        w = realloc(p->watches, (p->n_watches + 1) * sizeof(*w));
+        w = sent ? realloc(p->watches, (p->n_watches + 1) * sizeof(*w)) : NULL;
         if (!w) {
                 pthread_mutex_unlock(&p->mu);
+                free(sent);
                 set_status(st, TSR_DM_INTERNAL, "device manager: out of memory");
                 return 0;
         }
         p->watches = w;
         tsr_grpc_stream_ref(stream);
-        p->watches[p->n_watches++] = (struct watch){stream, NULL, 0, false};
+        p->watches[p->n_watches++] = (struct watch){stream, NULL, 0, sent, false};
         pthread_mutex_unlock(&p->mu);
         tsr_dm_plugin_refresh(p);
         return 0;
@@ -204,6 +241,7 @@ static void stream_closed(void *user, struct tsr_grpc_stream *stream, enum tsr_g
                 if (p->watches[i].stream != stream)
                         continue;
                 free(p->watches[i].sent);
+                free(p->watches[i].sent_shape);
                 tsr_grpc_stream_unref(stream);
                 p->watches[i] = p->watches[--p->n_watches];
                 break;
@@ -373,6 +411,15 @@ int tsr_dm_plugin_new(struct tsr_dm_agent *agent, enum tsr_family f, struct tsr_
         }
         p->agent = agent;
         p->family = f;
+        p->n_accel = tsr_dm_agent_node(agent)->n;
+        p->shape = malloc(p->n_accel * sizeof(*p->shape));
+        p->next = malloc(p->n_accel * sizeof(*p->next));
+        if (!p->shape || !p->next || tsr_dp_tokens_init(&p->tokens, tsr_dm_agent_node(agent), f)) {
+                free(p->shape);
+                free(p->next);
+                free(p);
+                return TSR_ENOMEM;
+        }
         p->methods[0] =
             (struct tsr_grpc_method){"/v1beta1.DevicePlugin/GetDevicePluginOptions", options, NULL};
         p->methods[1] =
@@ -387,6 +434,9 @@ int tsr_dm_plugin_new(struct tsr_dm_agent *agent, enum tsr_family f, struct tsr_
         rc = tsr_dm_agent_subscribe(agent, on_agent_change, p);
         if (rc) {
                 pthread_mutex_destroy(&p->mu);
+                tsr_dp_tokens_release(&p->tokens);
+                free(p->shape);
+                free(p->next);
                 free(p);
                 return rc;
         }
@@ -400,10 +450,15 @@ void tsr_dm_plugin_free(struct tsr_dm_plugin *p)
                 return;
         for (size_t i = 0; i < p->n_watches; i++) {
                 free(p->watches[i].sent);
+                free(p->watches[i].sent_shape);
                 tsr_grpc_stream_unref(p->watches[i].stream);
         }
         free(p->watches);
         pthread_mutex_destroy(&p->mu);
+        tsr_dp_tokens_release(&p->tokens);
+        free(p->list);
+        free(p->shape);
+        free(p->next);
         free(p);
 }
 

@@ -4,7 +4,11 @@
  * Allocate and PreStartContainer over the node's agent.
  *
  * ListAndWatch sends the family's full device list at once, then again whenever the agent reports
- * a change that moved it (health or pool size); an unchanged list is not resent. Allocate answers
+ * a change that moved it (health or pool size); an unchanged list is not resent. The token IDs
+ * are formatted once, at tsr_dm_plugin_new (deviceplugin/devices.h); on a change the plugin reads
+ * the agent's device view (no Pods read: tsr_dm_agent_view_shape), rewrites its one kept list only
+ * when the family's shape moved (in place when only health did), and encodes it once for every
+ * stream whose last list differs. Allocate answers
  * every container request of the call or fails the whole call with the first refusal's status
  * (FailedPrecondition for a refusal, InvalidArgument for a token that is not this node's);
  * a granted container gets NVIDIA_VISIBLE_DEVICES (the cards, or only the MIG device of a
@@ -12,7 +16,9 @@
  * answers, empty).
  *
  * Threads: the service table's handlers run on the transport's connection threads; the agent's
- * change notifications arrive on any thread; the plugin's stream list has its own mutex.
+ * change notifications arrive on any thread; the plugin's stream list, its kept list and shape
+ * have their own mutex, held while it asks the agent for the view (the agent never calls the
+ * plugin with its own lock held). The formatted IDs are read-only after creation.
  * Ownership: tsr_dm_plugin_new subscribes to the agent (borrowed; it must outlive the plugin and
  * stop notifying before tsr_dm_plugin_free: free the plugin after the agent stops changing).
  */
@@ -40,7 +46,10 @@ const char *tsr_dm_plugin_resource(const struct tsr_dm_plugin *p);
 /* The family it serves. */
 enum tsr_family tsr_dm_plugin_family(const struct tsr_dm_plugin *p);
 
-/* Re-reads the device list and pushes it to every open ListAndWatch stream that has not seen it. */
+/*
+ * Takes a new device view (tsr_dm_agent_refresh_view: one read of the Pods) and pushes the list to
+ * every open ListAndWatch stream that has not seen it. A new stream starts with it.
+ */
 void tsr_dm_plugin_refresh(struct tsr_dm_plugin *p);
 
 /* Ends every open ListAndWatch stream with status OK (shutdown, re-registration). */

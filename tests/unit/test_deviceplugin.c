@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "core/geometry.h"
 #include "core/tokens.h"
 #include "deviceplugin/allocate.h"
 #include "deviceplugin/devices.h"
@@ -112,6 +113,124 @@ static void devices_per_family(void **state)
         assert_false(tsr_dp_devices_equal(list, n, again, m - 1));
         free(list);
         free(again);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        return *s;
+}
+
+/* A random ledger entry for accelerator cap: a mode (or live MIG instances), some units. */
+static void random_entry(const struct tsr_accel_cap *cap, struct tsr_accel_ledger *l, uint64_t *r)
+{
+        static const enum tsr_mode modes[] = {TSR_MODE_NONE, TSR_MODE_EXCLUSIVE, TSR_MODE_SHARED,
+                                              TSR_MODE_SLICED};
+
+        tsr_ledger_reset(l);
+        if (!cap->partitioned) {
+                l->mode = modes[rng_next(r) % 4];
+                return;
+        }
+        l->mode = TSR_MODE_PARTITIONED;
+        for (unsigned k = rng_next(r) % 6; k > 0; k--) {
+                unsigned prof = (unsigned)(rng_next(r) % cap->product->n_profiles);
+
+                (void)tsr_geometry_add(cap->product, &l->live, prof,
+                                       (unsigned)(rng_next(r) % TSR_MIG_AXIS_MAX));
+        }
+}
+
+/*
+ * The formatted-once path (tokens, shapes, a list reused and rewritten) against tsr_dp_devices,
+ * the reference, over random ledgers and held-back sets, in a sequence that repeats shapes,
+ * moves only health, and moves counts: the lists are equal element for element, and two shapes
+ * are equal exactly when their lists are.
+ */
+static void devices_from_tokens(void **state)
+{
+        uint64_t r = UINT64_C(0x5eed);
+
+        (void)state;
+        for (size_t fi = 0; fi < TSR_DP_FAMILIES; fi++) {
+                enum tsr_family f = tsr_dp_families[fi];
+                struct tsr_dp_tokens t;
+                struct tsr_dp_shape was[8], shape[8];
+                struct tsr_dp_device *list = NULL, *prev = NULL;
+                size_t n = 0, cap = 0, n_prev = 0;
+                bool have = false;
+
+                assert_int_equal(tsr_dp_tokens_init(&t, &fx.node, f), 0);
+                for (int round = 0; round < 300; round++) {
+                        struct tsr_accel_ledger ledger[8];
+                        struct tsr_dp_device *want;
+                        bool held[8];
+                        size_t m;
+
+                        memcpy(ledger, fx.nd.ledger, sizeof(ledger));
+                        for (unsigned g = 0; g < 8; g++) {
+                                if (rng_next(&r) % 3 == 0)
+                                        random_entry(&fx.nd.caps[g], &ledger[g], &r);
+                                held[g] = rng_next(&r) % 5 == 0;
+                        }
+                        if (round % 7 == 0) /* only health moves, or nothing */
+                                memcpy(ledger, fx.nd.ledger, sizeof(ledger));
+                        tsr_dp_shape(&fx.node, ledger, f, held, shape);
+                        for (unsigned g = 0; g < 8; g++)
+                                assert_true(shape[g].count <= tsr_tokens_max(f, &fx.nd.caps[g]));
+                        assert_int_equal(tsr_dp_devices(&fx.node, ledger, f, &want, &m), 0);
+                        for (size_t k = 0; k < m; k++)
+                                if (held[want[k].accel])
+                                        want[k].healthy = false;
+                        assert_int_equal(
+                            tsr_dp_devices_update(&t, have ? was : NULL, shape, &list, &n, &cap),
+                            0);
+                        assert_int_equal(n, m);
+                        assert_true(tsr_dp_devices_equal(list, n, want, m));
+                        for (size_t k = 0; k < m; k++)
+                                assert_int_equal(list[k].accel, want[k].accel);
+                        if (have)
+                                assert_int_equal(tsr_dp_shape_equal(was, shape, 8),
+                                                 tsr_dp_devices_equal(prev, n_prev, want, m));
+                        memcpy(was, shape, sizeof(was));
+                        have = true;
+                        free(prev);
+                        prev = want;
+                        n_prev = m;
+                }
+                free(prev);
+                free(list);
+                tsr_dp_tokens_release(&t);
+        }
+}
+
+/* A UUID that cannot form an ID: the list fails as tsr_dp_devices does, only when it holds one. */
+static void devices_unformable(void **state)
+{
+        struct tsr_dp_tokens t;
+        struct tsr_dp_shape shape[8];
+        struct tsr_dp_device *list = NULL, *want = NULL;
+        size_t n = 0, cap = 0, m = 0;
+
+        (void)state;
+        snprintf(fx.nd.caps[5].uuid, sizeof(fx.nd.caps[5].uuid), "GPU:5");
+        for (size_t fi = 0; fi < TSR_DP_FAMILIES; fi++) {
+                enum tsr_family f = tsr_dp_families[fi];
+                int rc = tsr_dp_devices(&fx.node, fx.nd.ledger, f, &want, &m);
+
+                assert_int_equal(tsr_dp_tokens_init(&t, &fx.node, f), 0);
+                tsr_dp_shape(&fx.node, fx.nd.ledger, f, NULL, shape);
+                assert_int_equal(tsr_dp_devices_update(&t, NULL, shape, &list, &n, &cap), rc);
+                assert_int_equal(rc, f == TSR_FAMILY_PARTITIONED ? 0 : TSR_EINVAL);
+                if (!rc)
+                        assert_true(tsr_dp_devices_equal(list, n, want, m));
+                free(want);
+                want = NULL;
+                tsr_dp_tokens_release(&t);
+        }
+        free(list);
 }
 
 static void expect_ids(const char **got, size_t n, const char *const *want, size_t nw)
@@ -472,6 +591,8 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup(devices_per_family, setup),
+            cmocka_unit_test_setup(devices_from_tokens, setup),
+            cmocka_unit_test_setup(devices_unformable, setup),
             cmocka_unit_test_setup(preferred_packs, setup),
             cmocka_unit_test_setup(identify_containers, setup),
             cmocka_unit_test_setup(identify_before_ids, setup),

@@ -21,6 +21,15 @@
  *               GPUs they name refused (naming the Pod), Unhealthy and skipped by the MIG carve;
  *               the rest of the node allocates; the Pod deleted, its GPU serves again; a
  *               restart's retried partition reuses its own instance on a held-back GPU;
+ *   streams     the shared, sliced and visibility plugins served on unix sockets, a ListAndWatch
+ *               stream open on each: an exclusive Allocate reads the Pods once and turns its
+ *               card's shares and slices Unhealthy on the streams; the visibility list is never
+ *               resent; a change that moves nothing sends nothing; the Pod deleted (one read for
+ *               every plugin) heals them; a Pod deleted without a change notice shows after
+ *               tsr_dm_plugin_refresh; an annotation that does not decode holds its card back
+ *               (Unhealthy) and heals once removed; a new stream starts with the current list;
+ *               after every step the device view equals tsr_dm_agent_devices' fresh lists;
+ *               GetPreferredAllocation reads the Pods once;
  *   concurrent  WORKERS threads create Pods of random families (seeded per thread) and Allocate
  *               tokens of random cards, so claims collide; one thread deletes random granted Pods
  *               and runs reclaim and sync; one checker reads the ledger, every family's device
@@ -51,7 +60,11 @@
 #include "codec/alloc_annotation.h"
 #include "core/geometry.h"
 #include "core/tokens.h"
+#include "deviceplugin/v1beta1/api.pb-c.h"
 #include "devicemanager/agent.h"
+#include "devicemanager/plugin.h"
+#include "grpc/unix_client.h"
+#include "grpc/unix_server.h"
 #include "mig/marker_store.h"
 #include "mig/reclaim.h"
 #include "nvml/detect.h"
@@ -63,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define GPUS              8
 #define NS                "team-a"
@@ -107,7 +121,8 @@ struct node {
         /* the API server: each write takes record_lag_us; every record_fail_every-th fails */
         unsigned record_lag_us, record_fail_every;
         atomic_uint records, record_failures;
-        pthread_mutex_t mu; /* guards pods and n_pods */
+        atomic_uint pods_reads; /* calls of the pods callback */
+        pthread_mutex_t mu;     /* guards pods and n_pods */
         struct pod pods[PODS_MAX];
         size_t n_pods;
         pthread_mutex_t log_mu; /* guards the annotation log lines (a leaf lock) */
@@ -305,6 +320,7 @@ static json_t *pods_cb(void *ctx)
         struct node *n = ctx;
         json_t *arr = json_array();
 
+        atomic_fetch_add(&n->pods_reads, 1);
         pthread_mutex_lock(&n->mu);
         for (size_t i = 0; i < n->n_pods; i++)
                 if (n->pods[i].obj)
@@ -431,6 +447,7 @@ static int setup(void **state)
         atomic_init(&N.kubelet_asked, 0);
         atomic_init(&N.records, 0);
         atomic_init(&N.record_failures, 0);
+        atomic_init(&N.pods_reads, 0);
         tsr_diag_clear(&d);
         assert_int_equal(tsr_fake_gpus_new("node-a",
                                            tsr_catalog_product_by_name("NVIDIA H100 80GB HBM3"),
@@ -539,6 +556,16 @@ static void recorded(const char *name, struct tsr_container_allocation *out)
 
 /* ---- allocate ------------------------------------------------------------------------------ */
 
+/* How many times the agent read the Pods since the last call. */
+static unsigned reads_since(void)
+{
+        static unsigned last;
+        unsigned now = atomic_load(&N.pods_reads), d = now - last;
+
+        last = now;
+        return d;
+}
+
 static void count_change(void *ctx)
 {
         ++*(unsigned *)ctx;
@@ -594,6 +621,237 @@ static void test_exclusive_pair(void **state)
                 assert_int_equal(list[k].healthy, k >= 2 * TSR_SHARES_PER_ACCEL);
         free(list);
         free(c);
+}
+
+/* ---- the plugins' ListAndWatch streams ----------------------------------------------------- */
+
+#define LAW "/v1beta1.DevicePlugin/ListAndWatch"
+
+struct served {
+        struct tsr_dm_plugin *plugin;
+        struct tsr_grpc_unix_server *server;
+        struct tsr_grpc_unix_stream *stream;
+        char socket[128];
+};
+
+static void serve(struct served *sv, const char *dir, enum tsr_family f)
+{
+        static const uint8_t empty[1];
+        struct tsr_grpc_status st = {0};
+        struct tsr_diag d;
+
+        tsr_diag_clear(&d);
+        snprintf(sv->socket, sizeof(sv->socket), "%s/%s.sock", dir, tsr_family_name(f));
+        assert_int_equal(tsr_dm_plugin_new(N.agent, f, &sv->plugin), 0);
+        assert_int_equal(tsr_grpc_unix_server_start(sv->socket, tsr_dm_plugin_table(sv->plugin),
+                                                    sv->plugin, &sv->server, &d),
+                         0);
+        assert_int_equal(tsr_grpc_unix_stream_open(sv->socket, LAW, empty, 0, &sv->stream, &st), 0);
+}
+
+/*
+ * The next ListAndWatch message of s within ms: 1 with its healthy and total counts, 0 when none
+ * came.
+ */
+static int next_list(struct tsr_grpc_unix_stream *s, int ms, size_t *healthy, size_t *total)
+{
+        struct tsr_grpc_status st = {0};
+        V1beta1__ListAndWatchResponse *r;
+        struct tsr_buf msg;
+        int rc;
+
+        tsr_buf_init(&msg);
+        rc = tsr_grpc_unix_stream_next(s, ms, &msg, &st);
+        if (rc != TSR_GRPC_UNIX_MESSAGE) {
+                tsr_buf_release(&msg);
+                assert_int_equal(rc, TSR_GRPC_UNIX_TIMEOUT);
+                return 0;
+        }
+        r = v1beta1__list_and_watch_response__unpack(NULL, msg.len, (const uint8_t *)msg.ptr);
+        assert_non_null(r);
+        *healthy = 0;
+        *total = r->n_devices;
+        for (size_t i = 0; i < r->n_devices; i++)
+                *healthy += !strcmp(r->devices[i]->health, "Healthy");
+        v1beta1__list_and_watch_response__free_unpacked(r, NULL);
+        tsr_buf_release(&msg);
+        return 1;
+}
+
+/* The next message of s must come, with healthy of total tokens healthy. */
+static void expect_list(struct tsr_grpc_unix_stream *s, size_t healthy, size_t total)
+{
+        size_t h = 0, t = 0;
+
+        assert_int_equal(next_list(s, 2000, &h, &t), 1);
+        assert_int_equal(t, total);
+        assert_int_equal(h, healthy);
+}
+
+/* No message on s for a while: the list was not resent. */
+static void expect_quiet(struct tsr_grpc_unix_stream *s)
+{
+        size_t h, t;
+
+        assert_int_equal(next_list(s, 100, &h, &t), 0);
+}
+
+/* Every family's device view is what a fresh snapshot lists (the view cannot go stale). */
+static void expect_view_current(void)
+{
+        for (size_t i = 0; i < TSR_DP_FAMILIES; i++) {
+                enum tsr_family f = tsr_dp_families[i];
+                struct tsr_dp_shape view[GPUS], want[GPUS] = {{0}};
+                struct tsr_dp_device *list = NULL;
+                size_t n = 0;
+
+                assert_int_equal(tsr_dm_agent_view_shape(N.agent, f, view), 0);
+                assert_int_equal(tsr_dm_agent_devices(N.agent, f, &list, &n), 0);
+                for (size_t k = 0; k < n; k++) {
+                        want[list[k].accel].count++;
+                        want[list[k].accel].healthy = list[k].healthy;
+                }
+                free(list);
+                for (unsigned g = 0; g < GPUS; g++) {
+                        assert_int_equal(view[g].count, want[g].count);
+                        assert_int_equal(view[g].healthy, want[g].healthy);
+                }
+        }
+}
+
+/* Sets (text) or removes (NULL) Pod name's allocation annotation. */
+static void set_annotation(const char *name, const char *text)
+{
+        struct pod *p;
+        json_t *md;
+
+        pthread_mutex_lock(&N.mu);
+        p = find_pod(&N, name);
+        md = p ? json_object_get(p->obj, "metadata") : NULL;
+        assert_non_null(md);
+        if (text)
+                json_object_set_new(md, "annotations",
+                                    json_pack("{s:s}", TSR_ALLOC_ANNOTATION, text));
+        else
+                json_object_del(md, "annotations");
+        pthread_mutex_unlock(&N.mu);
+}
+
+static void test_streams(void **state)
+{
+        enum { SH, SL, VIS, SERVED };
+        const enum tsr_family fam[SERVED] = {TSR_FAMILY_SHARED, TSR_FAMILY_SLICED,
+                                             TSR_FAMILY_VISIBILITY};
+        const size_t shares = (size_t)N.n_bound * TSR_SHARES_PER_ACCEL;
+        size_t slots = 0, per_card;
+        struct served sv[SERVED];
+        char dir[] = "/tmp/tsr-dm-agent.XXXXXX", tk[TSR_TOKEN_ID_MAX], bad[256];
+        const char *ids[1] = {token(tk, TSR_FAMILY_EXCLUSIVE, N.bound[0], 0)};
+        const char *avail[2];
+        char av[2][TSR_TOKEN_ID_MAX];
+        const char *chosen[1];
+        struct tsr_grpc_unix_stream *late;
+        struct tsr_grpc_status st = {0};
+        struct tsr_dm_answer a;
+        size_t n_chosen = 0;
+        static const uint8_t empty[1];
+
+        (void)state;
+        for (unsigned k = 0; k < N.n_bound; k++)
+                slots += N.caps[N.bound[k]].slice_slots;
+        per_card = N.caps[N.bound[0]].slice_slots;
+        assert_non_null(mkdtemp(dir));
+        for (int i = 0; i < SERVED; i++)
+                serve(&sv[i], dir, fam[i]);
+        expect_list(sv[SH].stream, shares, shares);
+        expect_list(sv[SL].stream, slots, slots);
+        expect_list(sv[VIS].stream, GPUS * TSR_VISIBILITY_TOKENS_PER_ACCEL,
+                    GPUS * TSR_VISIBILITY_TOKENS_PER_ACCEL);
+        expect_view_current();
+
+        /* an exclusive grant: one read of the Pods for the whole call, the lists move */
+        add_pod(&N, "ex", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+        reads_since();
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_int_equal(reads_since(), 1);
+        assert_true(annotated("ex"));
+        expect_list(sv[SH].stream, shares - TSR_SHARES_PER_ACCEL, shares);
+        expect_list(sv[SL].stream, slots - per_card, slots);
+        expect_quiet(sv[VIS].stream); /* unchanged: not resent */
+        expect_view_current();
+
+        /* nothing moved: nothing sent, one read for every plugin */
+        reads_since();
+        tsr_dm_agent_changed(N.agent);
+        assert_int_equal(reads_since(), 1);
+        expect_quiet(sv[SH].stream);
+        expect_quiet(sv[SL].stream);
+
+        /* the Pod deleted: healthy again */
+        delete_pod(find_pod(&N, "ex"));
+        tsr_dm_agent_changed(N.agent);
+        assert_int_equal(reads_since(), 1);
+        expect_list(sv[SH].stream, shares, shares);
+        expect_list(sv[SL].stream, slots, slots);
+        expect_view_current();
+
+        /* taken again, then the Pod gone without a change notice: a refresh re-reads */
+        add_pod(&N, "ex2", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        expect_list(sv[SH].stream, shares - TSR_SHARES_PER_ACCEL, shares);
+        expect_list(sv[SL].stream, slots - per_card, slots);
+        delete_pod(find_pod(&N, "ex2"));
+        expect_quiet(sv[SH].stream);
+        tsr_dm_plugin_refresh(sv[SH].plugin);
+        expect_list(sv[SH].stream, shares, shares);
+        expect_quiet(sv[SL].stream);   /* its plugin was not told */
+        tsr_dm_agent_changed(N.agent); /* the sliced stream catches up; shared has it already */
+        expect_list(sv[SL].stream, slots, slots);
+        expect_quiet(sv[SH].stream);
+
+        /* an annotation that does not decode holds its card back, until it is removed */
+        add_pod(&N, "broken", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Running");
+        snprintf(bad, sizeof(bad), "not json %s", N.caps[N.bound[1]].uuid);
+        set_annotation("broken", bad);
+        tsr_dm_agent_changed(N.agent);
+        expect_list(sv[SH].stream, shares - TSR_SHARES_PER_ACCEL, shares);
+        expect_list(sv[SL].stream, slots - per_card, slots);
+        expect_quiet(sv[VIS].stream); /* visibility tokens charge nothing */
+        expect_view_current();
+        set_annotation("broken", NULL);
+        tsr_dm_agent_changed(N.agent);
+        expect_list(sv[SH].stream, shares, shares);
+        expect_view_current();
+
+        /* GetPreferredAllocation reads the Pods once */
+        add_pod(&N, "sl", TSR_FAMILY_SLICED, limits_of(TSR_FAMILY_SLICED, 1, NULL, 400000),
+                "Pending");
+        avail[0] = token(av[0], TSR_FAMILY_SLICED, N.bound[2], 0);
+        avail[1] = token(av[1], TSR_FAMILY_SLICED, N.bound[3], 0);
+        reads_since();
+        assert_int_equal(tsr_dm_agent_preferred(N.agent, TSR_FAMILY_SLICED, avail, 2, NULL, 0, 1,
+                                                chosen, &n_chosen),
+                         0);
+        assert_int_equal(reads_since(), 1);
+        assert_int_equal(n_chosen, 1);
+
+        /* a new stream starts with the current list */
+        assert_int_equal(tsr_grpc_unix_stream_open(sv[SH].socket, LAW, empty, 0, &late, &st), 0);
+        expect_list(late, shares, shares);
+        expect_quiet(sv[SH].stream);
+        tsr_grpc_unix_stream_close(late);
+
+        for (int i = 0; i < SERVED; i++) {
+                tsr_grpc_unix_stream_close(sv[i].stream);
+                tsr_grpc_unix_server_stop(sv[i].server);
+                tsr_dm_plugin_free(sv[i].plugin);
+        }
+        rmdir(dir);
 }
 
 /* A pending Pod name asking for one whole card, granted GPU g. */
@@ -1691,6 +1949,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_annotation_past_the_gpus, setup, teardown),
             cmocka_unit_test_setup_teardown(test_annotation_overlapping, setup, teardown),
             cmocka_unit_test_setup_teardown(test_annotation_held_back_reuse, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_streams, setup, teardown),
             cmocka_unit_test_setup_teardown(test_concurrent_allocate, setup, teardown),
         };
 

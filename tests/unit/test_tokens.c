@@ -4,7 +4,7 @@
  * unpartitioned cards serve exclusive 1, shared 10, sliced 7; partitioned ones a pool of live
  * instances + the largest free count; visibility 512 everywhere; tokens of a card held in another
  * mode are unhealthy. IDs round-trip, pad to 4 digits, step shares by 160,000, and malformed IDs
- * are refused.
+ * are refused. tsr_tokens_max bounds every count.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "core/geometry.h"
 #include "core/tokens.h"
 
 #include "support/catalog_fixtures.h"
@@ -68,6 +69,41 @@ static void counts_per_family(void **state)
         expect_count(TSR_FAMILY_NONE, &nd, 6, 0, 0);
 }
 
+/*
+ * tsr_tokens_max: the count itself for every family but partitioned, 0 where a family is not
+ * served, and for partitioned a bound no placement reaches: every product's GPU filled with its
+ * smallest profile (the most live instances), and empty (the most free).
+ */
+static void max_bounds_count(void **state)
+{
+        const struct tsr_product *p = fx_product(H100_NAME);
+        struct fx_node nd;
+        struct tsr_accel_ledger full;
+        unsigned bound;
+
+        (void)state;
+        fx_node_build(&nd, p, 8, 0x7, NULL, 0);
+        for (unsigned g = 0; g < 8; g++)
+                for (int f = TSR_FAMILY_NONE; f <= TSR_FAMILY_VISIBILITY; f++) {
+                        unsigned max = tsr_tokens_max((enum tsr_family)f, &nd.caps[g]);
+                        unsigned n =
+                            tsr_tokens_count((enum tsr_family)f, &nd.caps[g], &nd.ledger[g], NULL);
+
+                        if (f == TSR_FAMILY_PARTITIONED)
+                                assert_true(nd.caps[g].partitioned ? n <= max : max == 0);
+                        else
+                                assert_int_equal(max, n);
+                }
+        bound = tsr_tokens_max(TSR_FAMILY_PARTITIONED, &nd.caps[0]);
+        assert_int_equal(bound, 2 * TSR_MIG_AXIS_MAX);
+        tsr_ledger_reset(&full);
+        full.mode = TSR_MODE_PARTITIONED;
+        for (unsigned st = 0; st < TSR_MIG_AXIS_MAX; st++)
+                (void)tsr_geometry_add(p, &full.live, 0, st);
+        assert_true(full.live.n > 0);
+        assert_true(tsr_tokens_count(TSR_FAMILY_PARTITIONED, &nd.caps[0], &full, NULL) <= bound);
+}
+
 static void ids_round_trip(void **state)
 {
         char id[TSR_TOKEN_ID_MAX], dev[TSR_UUID_MAX];
@@ -102,6 +138,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(counts_per_family),
+            cmocka_unit_test(max_bounds_count),
             cmocka_unit_test(ids_round_trip),
         };
 
