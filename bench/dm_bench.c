@@ -1027,8 +1027,8 @@ static void print_allocate(const struct bench *b, struct bench_series *r)
         printf(" | GetDevicePluginOptions over the same transport: a call that does nothing\n");
         printf("%-12s | %-33s |", "(refresh)", "");
         print_series(&r[R_REFRESH]);
-        printf(" | tsr_dm_agent_changed, nothing changed: one Pods read, every plugin checks its "
-               "list\n");
+        printf(" | tsr_dm_agent_changed, nothing changed: what a reserving Allocate pays "
+               "at its end\n");
 }
 
 static void print_updates(struct bench_series *r)
