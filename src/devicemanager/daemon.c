@@ -41,7 +41,7 @@ struct tsr_dm_daemon {
         bool stopping;
         char pods_digest[64]; /* what the last poll saw: a digest of UIDs and resourceVersions */
         struct tsr_dm_published published; /* what the last publish wrote (reconcile thread) */
-        bool have_published;
+        bool publish_due; /* under mu: the agent reported a change since the last publish */
         char publish_error[TSR_DIAG_MSG_MAX]; /* the last publish failure logged ("": none) */
 };
 
@@ -169,24 +169,46 @@ static void reclaim(struct tsr_dm_daemon *d)
                 tsr_log(TSR_LOG_WARN, "reclaim pass held", "error", diag.msg, NULL);
 }
 
-/* Writes the node's capacity keys, fit labels and Devices object when they changed
- * (devicemanager/publish.h); a failure is logged once until it changes or heals. */
+/* The agent's change notice (any thread): the ledger may have moved, publish on the next poll. */
+static void ledger_moved(void *ctx)
+{
+        struct tsr_dm_daemon *d = ctx;
+
+        pthread_mutex_lock(&d->mu);
+        d->publish_due = true;
+        pthread_mutex_unlock(&d->mu);
+}
+
+/* Writes the node's capacity keys, fit labels and Devices object when the agent reported a
+ * change or the last attempt failed (devicemanager/publish.h sends only what differs); a
+ * failure is logged once until it changes or heals. Reads the Pods only when it publishes. */
 static void publish(struct tsr_dm_daemon *d)
 {
         struct tsr_accel_ledger ledger[CAPS_MAX];
         struct tsr_diag diag;
+        bool due;
+        int rc;
 
+        pthread_mutex_lock(&d->mu);
+        due = d->publish_due || d->publish_error[0];
+        d->publish_due = false;
+        pthread_mutex_unlock(&d->mu);
+        if (!due)
+                return;
         tsr_diag_clear(&diag);
-        if (!tsr_dm_agent_ledger(d->agent, ledger, &diag))
-                tsr_dm_publish(d->cfg.client, d->node, d->caps, ledger, d->n_caps, &d->published,
-                               &diag);
-        if (diag.msg[0] && strcmp(diag.msg, d->publish_error))
+        rc = tsr_dm_agent_ledger(d->agent, ledger, &diag);
+        if (!rc)
+                rc = tsr_dm_publish(d->cfg.client, d->node, d->caps, ledger, d->n_caps,
+                                    &d->published, &diag);
+        if (rc && !diag.msg[0])
+                snprintf(diag.msg, sizeof(diag.msg), "%s", tsr_strerror(rc));
+        if (rc && strcmp(diag.msg, d->publish_error))
                 tsr_log(TSR_LOG_WARN, "publishing the node's keys, labels and Devices failed",
                         "error", diag.msg, NULL);
-        else if (!diag.msg[0] && d->publish_error[0])
+        else if (!rc && d->publish_error[0])
                 tsr_log(TSR_LOG_INFO, "publishing the node's keys, labels and Devices works again",
                         NULL);
-        snprintf(d->publish_error, sizeof(d->publish_error), "%s", diag.msg);
+        snprintf(d->publish_error, sizeof(d->publish_error), "%s", rc ? diag.msg : "");
 }
 
 static void *reconcile_main(void *arg)
@@ -263,7 +285,7 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
         tsr_diag_clear(diag);
         tsr_dm_published_init(&d->published,
                               tsr_catalog_manufacturer(d->caps[0].product->manufacturer));
-        d->have_published = true;
+        d->publish_due = true; /* the first poll publishes */
         ao.gpus = d->cfg.gpus;
         ao.store = d->store;
         ao.sliced_gate = d->cfg.sliced_gate;
@@ -276,6 +298,8 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
         ao.log = log_line;
         ao.ctx = d;
         rc = tsr_dm_agent_new(d->caps, d->n_caps, &ao, &d->agent, diag);
+        if (!rc && tsr_dm_agent_subscribe(d->agent, ledger_moved, d))
+                rc = tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
         for (size_t i = 0; !rc && i < TSR_DP_FAMILIES; i++) {
                 rc = tsr_dm_plugin_new(d->agent, tsr_dp_families[i], &d->plugins[d->n_plugins]);
                 if (rc == TSR_EINVAL) /* a family the manufacturer does not serve */
@@ -336,8 +360,7 @@ void tsr_dm_daemon_stop(struct tsr_dm_daemon *d)
         for (size_t i = 0; i < d->n_plugins; i++)
                 tsr_dm_plugin_free(d->plugins[i]);
         tsr_dm_agent_free(d->agent);
-        if (d->have_published)
-                tsr_dm_published_release(&d->published);
+        tsr_dm_published_release(&d->published); /* a zeroed record holds nothing */
         tsr_mig_reclaimer_free(d->reclaimer);
         tsr_mig_store_free(d->store);
         pthread_cond_destroy(&d->cond);

@@ -7,7 +7,9 @@
  * family, and the kubelet link. Then a reconcile thread, every poll interval: lists the Pods
  * bound to the node (the API server's fieldSelector spec.nodeName); when they changed, tells the
  * agent (ListAndWatch updates follow) and runs a reclaim pass; retries unrecorded allocation
- * annotations; and runs a reclaim pass at least every reclaim interval (the upstream resync, 60 s).
+ * annotations; publishes the node's capacity keys, fit labels and Devices object when the agent
+ * reported a change since the last publish (a grant, the Pods) or the last attempt failed; and
+ * runs a reclaim pass at least every reclaim interval (the upstream resync, 60 s).
  * Allocate reads the Pods fresh from the API server every time (one uncached list), so a Pod the
  * scheduler has just bound is never missed.
  *

@@ -271,6 +271,7 @@ static int devices_read(struct tsr_kube_client *c, const char *node, json_t *dev
         rc = tsr_kube_client_get(c, path, cur, NULL, diag);
         if (rc != TSR_ENOTFOUND)
                 return rc;
+        tsr_diag_clear(diag); /* missing is not a failure: it is created */
         body = json_dumps(devices, JSON_COMPACT);
         if (!body)
                 return tsr_diag_set(diag, TSR_ENOMEM, "publish %s: out of memory", node);

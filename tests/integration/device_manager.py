@@ -196,6 +196,10 @@ def check_allocate(node, kubelet):
     ok(ann and [a["mode"] for a in ann["main"]["devices"]["groups"][0]["accelerators"]] == [1, 1]
        and sorted(a["id"] for a in ann["main"]["devices"]["groups"][0]["accelerators"])
        == sorted(uuids), "the allocation annotation is recorded on the Pod", ann)
+    ok(eventually_value(lambda: node.api.request("GET", "/api/v1/nodes/" + NODE)["metadata"][
+        "labels"].get("shared-free-cards.fit.gpustack.ai/nvidia-" + GROUP) == "3"),
+       "the grant is published: shared-free-cards drops from 5 to 3",
+       node.api.request("GET", "/api/v1/nodes/" + NODE)["metadata"].get("labels"))
     ok(eventually_value(lambda: resource(kubelet, "shared").get("allocatable") == 30),
        "ListAndWatch: the two cards' shared tokens turn unhealthy (30 of 50 healthy)",
        resource(kubelet, "shared").get("allocatable"))
@@ -311,6 +315,8 @@ def main():
         check_registration(kubelet)
         check_published(api)
         mig = check_allocate(node, kubelet)
+        failed = [ln for ln in dm.lines if "publishing the node's keys" in ln]
+        ok(not failed, "publishing never failed (or healed) against a healthy API server", failed)
         check_kubelet_restart(kubelet)
         check_reclaim(node, d)
 

@@ -100,6 +100,8 @@ static long publish_requests(void)
         rc = tsr_dm_publish(W.client, NODE, W.nd.caps, W.nd.ledger, W.nd.n, &W.last, &diag);
         if (rc)
                 fail_msg("publish: %s: %s", tsr_err_name(rc), diag.msg);
+        if (diag.msg[0]) /* a diag is filled only on failure */
+                fail_msg("publish succeeded but left a message: %s", diag.msg);
         return fake_stat(&W.fake, "requests") - r0;
 }
 
