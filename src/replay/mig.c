@@ -11,6 +11,7 @@
 #include "core/keys.h"
 #include "core/node_keys.h"
 #include "replay/arrival.h"
+#include "replay/report.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -119,28 +120,6 @@ static void refresh(struct tsr_mig_cluster *c, size_t i)
         }
 }
 
-static int node_name_cmp(const void *a, const void *b)
-{
-        return strcmp((*(const struct tsr_trace_node *const *)a)->name,
-                      (*(const struct tsr_trace_node *const *)b)->name);
-}
-
-/* c->by_name: every node index, sorted by node name. 0 or -1 (out of memory). */
-static int sort_by_name(struct tsr_mig_cluster *c, size_t n)
-{
-        const struct tsr_trace_node **v = malloc((n ? n : 1) * sizeof(*v));
-
-        if (!v)
-                return -1;
-        for (size_t i = 0; i < n; i++)
-                v[i] = c->nodes + i;
-        qsort(v, n, sizeof(*v), node_name_cmp);
-        for (size_t i = 0; i < n; i++)
-                c->by_name[i] = (size_t)(v[i] - c->nodes);
-        free(v);
-        return 0;
-}
-
 int tsr_mig_cluster_init(struct tsr_mig_cluster *c, const struct tsr_product *p,
                          struct tsr_rcluster *rc, const struct tsr_trace_node *nodes,
                          struct tsr_diag *diag)
@@ -177,7 +156,7 @@ int tsr_mig_cluster_init(struct tsr_mig_cluster *c, const struct tsr_product *p,
                         c->n_flavors++;
                 }
         }
-        if (sort_by_name(c, rc->n_nodes))
+        if (tsr_trace_nodes_by_name(nodes, rc->n_nodes, c->by_name))
                 goto nomem;
         c->caps = malloc((cards ? cards : 1) * sizeof(*c->caps));
         c->ledger = malloc((cards ? cards : 1) * sizeof(*c->ledger));
@@ -410,34 +389,6 @@ double tsr_mig_unallocated_gpus(const struct tsr_replay_setup *s, const struct t
         return (100.0 - r->held_pct[x]) / 100.0 * s->cluster.total_gpus;
 }
 
-/* Running mean and sample SD. */
-struct moments {
-        double sum, sq;
-        size_t n;
-};
-
-static void moments_add(struct moments *m, double x)
-{
-        m->sum += x;
-        m->sq += x * x;
-        m->n++;
-}
-
-static double moments_mean(const struct moments *m)
-{
-        return m->n ? m->sum / (double)m->n : 0;
-}
-
-static double moments_sd(const struct moments *m)
-{
-        double mean = moments_mean(m), var;
-
-        if (m->n < 2)
-                return 0;
-        var = (m->sq - (double)m->n * mean * mean) / (double)(m->n - 1);
-        return var > 0 ? sqrt(var) : 0;
-}
-
 /* The mapping over the pod list: tasks per profile, whole GPUs, CPU-only tasks. */
 static int mapping_line(struct tsr_buf *out, const struct tsr_replay_setup *s,
                         const struct tsr_product *p)
@@ -470,22 +421,26 @@ static int mapping_line(struct tsr_buf *out, const struct tsr_replay_setup *s,
                                  p->profiles[full].name, cpu);
 }
 
-static const unsigned curve_points[] = {80, 90, 95, 100, 105, 110, 120, 130};
-
 int tsr_mig_report_table(struct tsr_buf *out, const char *trace, const struct tsr_replay_setup *s,
                          const struct tsr_product *p, const struct tsr_mig_result *runs,
                          const double *seconds, size_t n)
 {
-        struct moments held = {0}, used = {0}, unalloc = {0}, sec = {0};
-        double dropped = 0;
+        double *v = calloc((n ? n : 1) * 3, sizeof(*v)), dropped = 0;
+        struct tsr_replay_stat held, used, unalloc, sec;
         int rc;
 
+        if (!v)
+                return TSR_ENOMEM;
         for (size_t k = 0; k < n; k++) {
-                moments_add(&held, runs[k].held_pct[100]);
-                moments_add(&used, runs[k].used_pct[100]);
-                moments_add(&unalloc, tsr_mig_unallocated_gpus(s, &runs[k], 100));
-                moments_add(&sec, seconds[k]);
+                v[k] = runs[k].held_pct[100];
+                v[n + k] = runs[k].used_pct[100];
+                v[2 * n + k] = tsr_mig_unallocated_gpus(s, &runs[k], 100);
         }
+        held = tsr_replay_stat_of(v, n);
+        used = tsr_replay_stat_of(v + n, n);
+        unalloc = tsr_replay_stat_of(v + 2 * n, n);
+        sec = tsr_replay_stat_of(seconds, n);
+        free(v);
         rc = tsr_buf_addf(out,
                           "MIG variant, trace %s on %s (every GPU partitioned, %u memory slices "
                           "each): %zu nodes, %u GPUs, %zu pods (first seed: +%zu clones to %.0f "
@@ -501,20 +456,19 @@ int tsr_mig_report_table(struct tsr_buf *out, const char *trace, const struct ts
         rc = rc ? rc
                 : tsr_buf_addf(out,
                                "%-10s %6.2f ± %-6.2f %6.2f ± %-6.2f %7.1f ± %-7.1f %-15.1f %.2f\n",
-                               "tessera", moments_mean(&held), moments_sd(&held),
-                               moments_mean(&used), moments_sd(&used), moments_mean(&unalloc),
-                               moments_sd(&unalloc), dropped, moments_mean(&sec));
+                               "tessera", held.mean, held.sd, used.mean, used.sd, unalloc.mean,
+                               unalloc.sd, dropped, sec.mean);
         rc = rc ? rc
                 : tsr_buf_addf(out, "\nheld GPU %% (mean over seeds) by arrived workload %%\n%-10s",
                                "policy");
-        for (size_t i = 0; !rc && i < sizeof(curve_points) / sizeof(curve_points[0]); i++)
-                rc = tsr_buf_addf(out, " %7u", curve_points[i]);
+        for (size_t i = 0; !rc && i < TSR_REPLAY_CURVE_POINTS; i++)
+                rc = tsr_buf_addf(out, " %7u", tsr_replay_curve_points[i]);
         rc = rc ? rc : tsr_buf_addf(out, "\n%-10s", "tessera");
-        for (size_t i = 0; !rc && i < sizeof(curve_points) / sizeof(curve_points[0]); i++) {
+        for (size_t i = 0; !rc && i < TSR_REPLAY_CURVE_POINTS; i++) {
                 double sum = 0;
 
                 for (size_t k = 0; k < n; k++)
-                        sum += runs[k].held_pct[curve_points[i]];
+                        sum += runs[k].held_pct[tsr_replay_curve_points[i]];
                 rc = tsr_buf_addf(out, " %7.2f", n ? sum / (double)n : 0);
         }
         return rc ? rc : tsr_buf_adds(out, "\n\n");

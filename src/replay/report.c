@@ -3,8 +3,11 @@
  */
 #include "replay/report.h"
 
+#include "base/err.h"
+
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -16,7 +19,8 @@ static const struct {
 #undef PUBLISHED
 };
 
-static const unsigned curve_points[] = {80, 90, 95, 100, 105, 110, 120, 130};
+const unsigned tsr_replay_curve_points[TSR_REPLAY_CURVE_POINTS] = {80,  90,  95,  100,
+                                                                   105, 110, 120, 130};
 
 double tsr_replay_published(const char *trace, const char *policy)
 {
@@ -26,14 +30,9 @@ double tsr_replay_published(const char *trace, const char *policy)
         return -1;
 }
 
-struct stat {
-        double mean, sd;
-};
-
-/* Mean and sample SD of v[0..n). */
-static struct stat stat_of(const double *v, size_t n)
+struct tsr_replay_stat tsr_replay_stat_of(const double *v, size_t n)
 {
-        struct stat s = {0, 0};
+        struct tsr_replay_stat s = {0, 0};
         double ss = 0;
 
         for (size_t i = 0; i < n; i++)
@@ -84,18 +83,22 @@ int tsr_replay_report_table(struct tsr_buf *out, const struct tsr_replay_trace_r
         for (size_t i = 0; !rc && i < t->n_series; i++) {
                 const struct tsr_replay_series *v = &t->series[i];
                 const char *name = tsr_policy_name(v->policy);
-                double alloc[64], unalloc[64], pub = tsr_replay_published(t->trace, name);
-                size_t n = v->n < 64 ? v->n : 64;
-                struct stat a, u, sec;
+                double *alloc = malloc((v->n ? v->n : 1) * 2 * sizeof(*alloc)), *unalloc;
+                double pub = tsr_replay_published(t->trace, name);
+                struct tsr_replay_stat a, u, sec;
                 char cmp[16] = "-", pubs[16] = "-";
 
-                for (size_t k = 0; k < n; k++) {
+                if (!alloc)
+                        return TSR_ENOMEM;
+                unalloc = alloc + v->n;
+                for (size_t k = 0; k < v->n; k++) {
                         alloc[k] = v->runs[k].alloc_pct[100];
                         unalloc[k] = tsr_replay_unallocated_gpus(s, &v->runs[k], 100);
                 }
-                a = stat_of(alloc, n);
-                u = stat_of(unalloc, n);
-                sec = stat_of(v->seconds, n);
+                a = tsr_replay_stat_of(alloc, v->n);
+                u = tsr_replay_stat_of(unalloc, v->n);
+                sec = tsr_replay_stat_of(v->seconds, v->n);
+                free(alloc);
                 if (pub >= 0) {
                         snprintf(pubs, sizeof(pubs), "%.0f", pub);
                         snprintf(cmp, sizeof(cmp), "%+.1f %%", (u.mean - pub) / pub * 100);
@@ -108,13 +111,13 @@ int tsr_replay_report_table(struct tsr_buf *out, const struct tsr_replay_trace_r
                 : tsr_buf_addf(
                       out, "\nGPU allocation %% (mean over seeds) by arrived workload %%\n%-14s",
                       "policy");
-        for (size_t p = 0; !rc && p < sizeof(curve_points) / sizeof(curve_points[0]); p++)
-                rc = tsr_buf_addf(out, " %7u", curve_points[p]);
+        for (size_t p = 0; !rc && p < TSR_REPLAY_CURVE_POINTS; p++)
+                rc = tsr_buf_addf(out, " %7u", tsr_replay_curve_points[p]);
         for (size_t i = 0; !rc && i < t->n_series; i++) {
                 rc = tsr_buf_addf(out, "\n%-14s", tsr_policy_name(t->series[i].policy));
-                for (size_t p = 0; !rc && p < sizeof(curve_points) / sizeof(curve_points[0]); p++)
-                        rc =
-                            tsr_buf_addf(out, " %7.2f", mean_at(&t->series[i], curve_points[p], 0));
+                for (size_t p = 0; !rc && p < TSR_REPLAY_CURVE_POINTS; p++)
+                        rc = tsr_buf_addf(out, " %7.2f",
+                                          mean_at(&t->series[i], tsr_replay_curve_points[p], 0));
         }
         return rc ? rc : tsr_buf_adds(out, "\n\n");
 }

@@ -33,6 +33,17 @@ struct tsr_replay_trace_report {
         size_t n_series;
 };
 
+/* The arrival points (%) the curve tables print. */
+#define TSR_REPLAY_CURVE_POINTS 8
+extern const unsigned tsr_replay_curve_points[TSR_REPLAY_CURVE_POINTS];
+
+struct tsr_replay_stat {
+        double mean, sd;
+};
+
+/* Mean and sample SD of v[0..n) (SD 0 below two values). */
+struct tsr_replay_stat tsr_replay_stat_of(const double *v, size_t n);
+
 /* Published unallocated GPUs at 100 % for (trace, policy), or -1 when the artifact has none. */
 double tsr_replay_published(const char *trace, const char *policy);
 

@@ -64,33 +64,6 @@ struct tessera {
         bool idle_tiers; /* tessera-tiered */
 };
 
-struct named {
-        const char *name;
-        size_t node;
-};
-
-static int by_name(const void *a, const void *b)
-{
-        return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
-}
-
-/* t->order: every node index, sorted by node name. 0 or -1 (out of memory). */
-static int sort_by_name(const struct tsr_policy_env *env, struct tessera *t)
-{
-        size_t n = env->cluster->n_nodes;
-        struct named *v = malloc((n ? n : 1) * sizeof(*v));
-
-        if (!v)
-                return -1;
-        for (size_t i = 0; i < n; i++)
-                v[i] = (struct named){env->nodes[i].name, i};
-        qsort(v, n, sizeof(*v), by_name);
-        for (size_t i = 0; i < n; i++)
-                t->order[i] = v[i].node;
-        free(v);
-        return 0;
-}
-
 static void tessera_stop(void *state)
 {
         struct tessera *t = state;
@@ -185,7 +158,7 @@ static int start(const struct tsr_policy_env *env, void **state, bool idle_tiers
                                               &t->caps[t->first[i] + g]);
                         tsr_ledger_reset(&t->ledger[t->first[i] + g]);
                 }
-        if (sort_by_name(env, t) || build_flavors(c, t))
+        if (tsr_trace_nodes_by_name(env->nodes, c->n_nodes, t->order) || build_flavors(c, t))
                 goto fail;
         t->idle_tiers = idle_tiers;
         *state = t;

@@ -341,6 +341,27 @@ bool tsr_trace_spec_accepts(const char *spec, const char *model)
         }
 }
 
+static int node_ptr_by_name(const void *a, const void *b)
+{
+        return strcmp((*(const struct tsr_trace_node *const *)a)->name,
+                      (*(const struct tsr_trace_node *const *)b)->name);
+}
+
+int tsr_trace_nodes_by_name(const struct tsr_trace_node *nodes, size_t n, size_t *order)
+{
+        const struct tsr_trace_node **v = malloc((n ? n : 1) * sizeof(*v));
+
+        if (!v)
+                return TSR_ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                v[i] = nodes + i;
+        qsort(v, n, sizeof(*v), node_ptr_by_name);
+        for (size_t i = 0; i < n; i++)
+                order[i] = (size_t)(v[i] - nodes);
+        free(v);
+        return 0;
+}
+
 bool tsr_trace_pod_fractional(const struct tsr_trace_pod *p)
 {
         return p->num_gpu == 1 && p->gpu_milli < TSR_TRACE_MILLI;

@@ -60,6 +60,9 @@ int tsr_trace_parse_pods(const char *text, size_t len, struct tsr_trace_pod **ou
 /* True when a pod with gpu_spec spec may run on a GPU of model (an empty spec accepts all). */
 bool tsr_trace_spec_accepts(const char *spec, const char *model);
 
+/* order[0..n): the indices of nodes[0..n) sorted by name. 0, or TSR_ENOMEM (order untouched). */
+int tsr_trace_nodes_by_name(const struct tsr_trace_node *nodes, size_t n, size_t *order);
+
 /* True for a fractional pod: one GPU, less than all of it. */
 bool tsr_trace_pod_fractional(const struct tsr_trace_pod *p);
 
