@@ -4,6 +4,7 @@
 #include "devicemanager/daemon.h"
 
 #include "base/err.h"
+#include "base/fnv.h"
 #include "base/log.h"
 #include "codec/alloc_annotation.h"
 #include "devicemanager/agent.h"
@@ -136,10 +137,11 @@ static void kubelet_view_free(void *ctx, struct tsr_dp_kubelet_view *kv)
 
 /* ---- reconcile ------------------------------------------------------------------------------ */
 
-/* A digest of the Pods' UIDs and resourceVersions: FNV-1a over them, in list order. */
+/* A digest of the Pods' UIDs and resourceVersions: FNV-1a over them (each with its NUL), in list
+ * order. */
 static void digest(json_t *pods, char *out, size_t len)
 {
-        unsigned long long h = 1469598103934665603ull;
+        uint64_t h = TSR_FNV64_OFFSET;
         size_t i;
         json_t *p;
 
@@ -149,14 +151,13 @@ static void digest(json_t *pods, char *out, size_t len)
                 const char *parts[2] = {json_string_value(json_object_get(md, "uid")),
                                         json_string_value(json_object_get(md, "resourceVersion"))};
 
-                for (int k = 0; k < 2; k++)
-                        for (const char *c = parts[k] ? parts[k] : "";; c++) {
-                                h = (h ^ (unsigned char)*c) * 1099511628211ull;
-                                if (!*c)
-                                        break;
-                        }
+                for (int k = 0; k < 2; k++) {
+                        const char *v = parts[k] ? parts[k] : "";
+
+                        h = tsr_fnv1a64_update(h, v, strlen(v) + 1);
+                }
         }
-        snprintf(out, len, "%zu-%016llx", json_array_size(pods), h);
+        snprintf(out, len, "%zu-%016llx", json_array_size(pods), (unsigned long long)h);
 }
 
 static void reclaim(struct tsr_dm_daemon *d)
