@@ -37,13 +37,7 @@ int tsr_replay_order_build(const struct tsr_trace_pod *pods, size_t n, int64_t t
                 total += tsr_replay_request(pods + i);
         }
         qsort(v, len, sizeof(*v), pod_name_cmp);
-        for (size_t i = len; i > 1; i--) {
-                size_t j = (size_t)tsr_rng_below(rng, i);
-                const struct tsr_trace_pod *swap = v[j];
-
-                v[j] = v[i - 1];
-                v[i - 1] = swap;
-        }
+        tsr_rng_shuffle(rng, v, len, sizeof(*v));
         /* Past the target test once: at the target, zero-request (CPU-only) clones still go in
          * until a GPU pod is drawn, as run.c does. */
         for (bool tune_up = n && total < target; tune_up;) {

@@ -45,3 +45,19 @@ uint64_t tsr_rng_below(struct tsr_rng *r, uint64_t n)
         while (x >= limit);
         return x % n;
 }
+
+void tsr_rng_shuffle(struct tsr_rng *r, void *base, size_t n, size_t size)
+{
+        unsigned char *v = base;
+
+        for (size_t i = n; i > 1; i--) {
+                unsigned char *a = v + (i - 1) * size, *b = v + (size_t)tsr_rng_below(r, i) * size;
+
+                for (size_t k = 0; k < size; k++) {
+                        unsigned char t = a[k];
+
+                        a[k] = b[k];
+                        b[k] = t;
+                }
+        }
+}

@@ -8,6 +8,7 @@
 #ifndef TSR_REPLAY_RNG_H
 #define TSR_REPLAY_RNG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct tsr_rng {
@@ -20,5 +21,9 @@ uint64_t tsr_rng_next(struct tsr_rng *r);
 
 /* Uniform in [0, n); n > 0. Unbiased (rejection). */
 uint64_t tsr_rng_below(struct tsr_rng *r, uint64_t n);
+
+/* Shuffles n elements of size bytes at base (Fisher-Yates from the last position down, one
+ * tsr_rng_below per position). */
+void tsr_rng_shuffle(struct tsr_rng *r, void *base, size_t n, size_t size);
 
 #endif

@@ -21,12 +21,7 @@ int tsr__sched_init(struct tsr__sched *s, size_t n_nodes, struct tsr_rng *rng)
         }
         for (size_t i = 0; i < n_nodes; i++) /* the run's node names: a random permutation */
                 s->order[i] = i;
-        for (size_t i = n_nodes; i > 1; i--) {
-                size_t j = (size_t)tsr_rng_below(rng, i), t = s->order[i - 1];
-
-                s->order[i - 1] = s->order[j];
-                s->order[j] = t;
-        }
+        tsr_rng_shuffle(rng, s->order, n_nodes, sizeof(*s->order));
         return 0;
 }
 
