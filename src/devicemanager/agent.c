@@ -1064,6 +1064,10 @@ size_t tsr_dm_agent_sync(struct tsr_dm_agent *a)
         json_t *pods;
 
         pthread_mutex_lock(&a->mu);
+        if (!a->n_res) { /* nothing to settle or record: no Pods read */
+                pthread_mutex_unlock(&a->mu);
+                return 0;
+        }
         pods = a->opts.pods ? a->opts.pods(a->opts.ctx) : NULL;
         settle(a, pods);
         uids = calloc(a->n_res ? a->n_res : 1, sizeof(*uids));

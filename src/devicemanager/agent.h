@@ -200,7 +200,7 @@ int tsr_dm_agent_reclaim(struct tsr_dm_agent *a, struct tsr_mig_reclaimer *r,
 
 /*
  * Drops settled reservations and records the ones whose annotation write failed. Returns how
- * many reservations remain unrecorded.
+ * many reservations remain unrecorded. Without reservations it reads no Pods.
  */
 size_t tsr_dm_agent_sync(struct tsr_dm_agent *a);
 
