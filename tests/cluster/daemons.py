@@ -1,0 +1,141 @@
+"""daemons.py - tessera's own daemons as the cluster suites run them against the test control plane:
+`tessera webhook` (serving with a certificate the control plane's CA signed for 127.0.0.1, and
+registered with the API server by deploy/webhook-configurations.yaml rewritten from its Service to
+that URL with the CA as caBundle, as envtest does) and `tessera device-manager` on a KubeletNode
+(its plugin, pod-resources and pods directories; fake GPUs).
+
+Each keeps its stderr lines (find() searches them) and stops with SIGTERM, then SIGKILL.
+"""
+import copy
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import yaml
+
+from controlplane import ROOT, eventually
+
+WEBHOOK_CONFIGURATIONS = os.path.join(ROOT, "deploy", "webhook-configurations.yaml")
+
+
+class Daemon:
+    def __init__(self, argv, env=None):
+        self.argv = argv
+        self.lines = []
+        full = dict(os.environ)
+        full.update(env or {})
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, env=full)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def find(self, needle):
+        for line in list(self.lines):
+            if needle in line:
+                return line
+        return None
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, timeout=15):
+        """SIGTERM and the exit status (None when it had to be killed)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return None
+        return self.proc.returncode
+
+    def log(self, last=40):
+        return "\n".join(self.lines[-last:])
+
+
+class WebhookServer(Daemon):
+    """`tessera webhook` on 127.0.0.1 with the control plane's webhook certificate."""
+
+    def __init__(self, tessera, cp, extra=(), cert=None, key=None):
+        super().__init__([tessera, "webhook", "--bind", "127.0.0.1", "--port", "0",
+                          "--probe-port", "0", "--kubeconfig", cp.kubeconfig,
+                          "--cert-file", cert or cp.webhook_cert,
+                          "--key-file", key or cp.webhook_key, "--log-level", "debug", *extra])
+        line = eventually(lambda: self.find("msg=listening"), timeout=15)
+        if not line:
+            raise RuntimeError("tessera webhook did not listen:\n" + self.log())
+        self.port = int(re.search(r" port=(\d+)", line).group(1))
+        self.probe_port = int(re.search(r" probe_port=(\d+)", line).group(1))
+
+    def wait_ready(self, timeout=30):
+        import urllib.request
+
+        def ready():
+            return urllib.request.urlopen("http://127.0.0.1:%d/readyz" % self.probe_port,
+                                          timeout=2).status == 200
+        if not eventually(ready, timeout):
+            raise RuntimeError("tessera webhook was not ready:\n" + self.log())
+
+
+def webhook_configurations(port, ca_bundle, path=WEBHOOK_CONFIGURATIONS):
+    """deploy/webhook-configurations.yaml with every webhook's Service rewritten to
+    https://127.0.0.1:port<path> and the caBundle set (the cert-manager annotation dropped)."""
+    with open(path) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    out = []
+    for doc in docs:
+        doc = copy.deepcopy(doc)
+        doc["metadata"].pop("annotations", None)
+        for w in doc["webhooks"]:
+            svc = w["clientConfig"].pop("service")
+            w["clientConfig"] = {"url": "https://127.0.0.1:%d%s" % (port, svc["path"]),
+                                 "caBundle": ca_bundle}
+        out.append(doc)
+    return out
+
+
+def register_webhooks(cp, port, path=WEBHOOK_CONFIGURATIONS):
+    """Registers tessera's webhook configurations for a server on port; returns them."""
+    docs = webhook_configurations(port, cp.ca_bundle(), path)
+    for doc in docs:
+        cp.ensure(doc)
+    return docs
+
+
+class DeviceManager(Daemon):
+    """`tessera device-manager` on node (a KubeletNode) with fake GPUs (--fake SPEC), its state in
+    node.dir/gpus.json."""
+
+    def __init__(self, tessera, cp, node, fake, extra=(), kubeconfig=None):
+        podres = node.podres_socket
+        super().__init__([tessera, "device-manager", "--node-name", node.name,
+                          "--plugin-dir", node.plugin_dir, "--pod-resources-socket", podres,
+                          "--pods-dir", node.pods_dir, "--fake", fake,
+                          "--fake-state", os.path.join(node.dir, "gpus.json"),
+                          "--kubeconfig", kubeconfig or cp.kubeconfig,
+                          "--poll-interval", "200ms", "--reclaim-interval", "300ms",
+                          "--log-level", "debug", *extra])
+
+    def wait_registered(self, node, resources, timeout=30):
+        for res in resources:
+            r = node.call("wait_registered", resource=res, timeout=timeout)
+            if not r.get("ok"):
+                raise RuntimeError("%s did not register: %s\n%s" % (res, r, self.log()))
+
+
+def wait_for(pred, timeout=60, what="condition"):
+    v = eventually(pred, timeout, 0.2)
+    if not v:
+        raise TimeoutError("timed out after %d s waiting for %s" % (timeout, what))
+    return v
+
+
+def now_rfc3339():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,39 @@
+"""tap.py - the TAP output the cluster suites share: numbered ok / not ok lines with the detail of a
+failure as comments, a plan at the end, and the exit status meson reads.
+
+    t = Tap(); t.ok(cond, "what was checked", detail); ...; sys.exit(t.done())
+An exception in a suite is reported by t.crash() as one failed check with its traceback.
+"""
+import sys
+import traceback
+
+
+class Tap:
+    def __init__(self):
+        self.results = []
+
+    def ok(self, cond, name, detail=""):
+        self.results.append(bool(cond))
+        print("%s %d - %s" % ("ok" if cond else "not ok", len(self.results), name), flush=True)
+        if not cond and detail:
+            for line in str(detail).splitlines()[:60]:
+                print("#   " + line, flush=True)
+        return bool(cond)
+
+    def skip(self, name, why):
+        self.results.append(True)
+        print("ok %d - %s # SKIP %s" % (len(self.results), name, why), flush=True)
+
+    def note(self, text):
+        for line in str(text).splitlines():
+            print("# " + line, flush=True)
+
+    def crash(self, what):
+        self.ok(False, "%s: the suite raised" % what, traceback.format_exc())
+
+    def failed(self):
+        return not all(self.results)
+
+    def done(self):
+        print("1..%d" % len(self.results), flush=True)
+        return 1 if self.failed() or not self.results else 0
