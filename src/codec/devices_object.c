@@ -1,7 +1,7 @@
 /*
  * devices_object.c - the Devices object and the fit labels: a JSON rendering of capability x
  * ledger, computed by core/geometry.c (free and live counts per profile), core/capability.c
- * (ceilings) and core/fit.c (the labels).
+ * (ceilings), core/views.c (the group's sliced detail) and core/fit.c (the labels).
  */
 #include "codec/devices_object.h"
 
@@ -11,8 +11,36 @@
 #include "core/geometry.h"
 #include "core/instancetype.h"
 #include "core/keys.h"
+#include "core/views.h"
 
 #include <stdio.h>
+
+/* One run [start, start + length) on the memory-slice axis. */
+static json_t *placement_json(unsigned start, unsigned length)
+{
+        return json_pack("{s:I, s:I}", "start", (json_int_t)start, "length", (json_int_t)length);
+}
+
+/* The live instances as placements, ascending by start (they never overlap). */
+static json_t *live_placements_json(const struct tsr_product *p, const struct tsr_mig_live *live)
+{
+        json_t *a = json_array();
+
+        for (unsigned s = 0; a && s < TSR_MIG_AXIS_MAX; s++)
+                for (unsigned k = 0; k < live->n; k++) {
+                        const struct tsr_mig_instance *in = &live->inst[k];
+
+                        if (in->start != s)
+                                continue;
+                        if (json_array_append_new(
+                                a, placement_json(s, p->profiles[in->profile].size))) {
+                                json_decref(a);
+                                a = NULL;
+                        }
+                        break;
+                }
+        return a;
+}
 
 static json_t *allocation_json(const struct tsr_accel_cap *cap, const struct tsr_accel_ledger *l)
 {
@@ -57,45 +85,132 @@ static json_t *allocation_json(const struct tsr_accel_cap *cap, const struct tsr
         }
         /* json_object_set_new takes its value even when it fails. */
         if (json_object_set_new(o, "remainingProfiles", rem) |
-            json_object_set_new(o, "allocatedProfiles", alloc)) {
+            json_object_set_new(o, "allocatedProfiles", alloc) |
+            (l->live.n && json_object_set_new(o, "allocatedPhysicalPlacements",
+                                              live_placements_json(cap->product, &l->live)))) {
                 json_decref(o);
                 return NULL;
         }
         return o;
 }
 
+/* Every legal placement of mp on an empty accelerator, ascending by start. */
+static json_t *legal_placements_json(const struct tsr_mig_profile *mp)
+{
+        json_t *a = json_array();
+
+        for (unsigned s = 0; a && s < TSR_MIG_AXIS_MAX; s++)
+                if (((mp->starts >> s) & 1u) &&
+                    json_array_append_new(a, placement_json(s, mp->size))) {
+                        json_decref(a);
+                        a = NULL;
+                }
+        return a;
+}
+
+/* status.physicalSliced of a partitioned accelerator: its offered profiles, in table order. */
+static json_t *physical_sliced_json(const struct tsr_accel_cap *cap)
+{
+        json_t *profiles = json_array();
+
+        for (unsigned i = 0; profiles && i < cap->product->n_profiles; i++) {
+                const struct tsr_mig_profile *mp = &cap->product->profiles[i];
+
+                if (!((cap->offered >> i) & 1u))
+                        continue;
+                if (json_array_append_new(
+                        profiles,
+                        json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "name", mp->name, "memoryMib",
+                                  (json_int_t)tsr_mig_profile_nominal_mib(mp), "computeSlices",
+                                  (json_int_t)mp->compute_slices, "memorySlices",
+                                  (json_int_t)mp->size, "count",
+                                  (json_int_t)tsr_capability_profile_ceiling(cap, i), "placements",
+                                  legal_placements_json(mp)))) {
+                        json_decref(profiles);
+                        profiles = NULL;
+                }
+        }
+        return profiles ? json_pack("{s:I, s:o}", "count",
+                                    (json_int_t)tsr_capability_partition_count(cap), "profiles",
+                                    profiles)
+                        : NULL;
+}
+
+/*
+ * The accelerator's topology: the bus id detection read; the rest is nothing tessera detects,
+ * and "" is the schema's "unknown".
+ */
+static json_t *topology_json(const struct tsr_accel_cap *cap)
+{
+        return json_pack("{s:s, s:s, s:s, s:s, s:s}", "pciBusId", cap->pci_bus_id, "pciRootId", "",
+                         "pciClass", "", "numaAffinity", "", "cpuAffinity", "");
+}
+
 static json_t *capability_json(const struct tsr_accel_cap *cap)
 {
-        json_t *st, *profiles;
+        json_t *st;
 
         if (!cap->partitioned) {
-                st = json_pack("{s:{s:b, s:I}}", "logicalSliced", "coresPercentageOvercommit",
-                               cap->cores_overcommit, "count", (json_int_t)cap->slice_slots);
+                st = json_pack("{s:b, s:{s:b, s:I}}", "unhealthy", 0, "logicalSliced",
+                               "coresPercentageOvercommit", cap->cores_overcommit, "count",
+                               (json_int_t)cap->slice_slots);
         } else {
-                profiles = json_array();
-                for (unsigned i = 0; profiles && i < cap->product->n_profiles; i++) {
-                        const struct tsr_mig_profile *mp = &cap->product->profiles[i];
+                json_t *ps = physical_sliced_json(cap);
 
-                        if (!((cap->offered >> i) & 1u))
-                                continue;
-                        if (json_array_append_new(
-                                profiles,
-                                json_pack("{s:s, s:I, s:I, s:I}", "name", mp->name, "count",
-                                          (json_int_t)tsr_capability_profile_ceiling(cap, i),
-                                          "memoryMib", (json_int_t)tsr_mig_profile_nominal_mib(mp),
-                                          "id", (json_int_t)mp->gi_profile_id))) {
-                                json_decref(profiles);
-                                profiles = NULL;
-                        }
-                }
-                st = profiles ? json_pack("{s:{s:I, s:o}}", "partitioned", "count",
-                                          (json_int_t)tsr_capability_partition_count(cap),
-                                          "profiles", profiles)
-                              : NULL;
+                st = ps ? json_pack("{s:b, s:o}", "unhealthy", 0, "physicalSliced", ps) : NULL;
         }
-        return st ? json_pack("{s:s, s:I, s:o}", "id", cap->uuid, "index", (json_int_t)cap->index,
-                              "status", st)
+        return st ? json_pack("{s:s, s:I, s:[I], s:o, s:o}", "id", cap->uuid, "index",
+                              (json_int_t)cap->index, "physicalIndexes", (json_int_t)cap->index,
+                              "topology", topology_json(cap), "status", st)
                   : NULL;
+}
+
+/*
+ * The group's acceleratorSlicedDetail: core/views.c's capability-only aggregate (the one the
+ * InstanceType's slicedDetail is), logical only with an unpartitioned accelerator, physical only
+ * with a partitioned one.
+ */
+static json_t *sliced_detail_json(const struct tsr_accel_cap *caps,
+                                  const struct tsr_accel_ledger *ledger, size_t n)
+{
+        const struct tsr_pool_node node = {caps, ledger, n};
+        struct tsr_pool_views v;
+        json_t *d = json_object(), *profiles;
+
+        tsr_views_compute(&node, 1, &v);
+        if (!d)
+                return NULL;
+        if (v.logical_present &&
+            json_object_set_new(d, "logical",
+                                json_pack("{s:b, s:I}", "coresPercentageOvercommit",
+                                          v.logical_overcommit, "count",
+                                          (json_int_t)v.logical_count))) {
+                json_decref(d);
+                return NULL;
+        }
+        if (!v.physical_present)
+                return d;
+        profiles = json_array();
+        for (size_t i = 0; profiles && i < v.n_profiles; i++) {
+                const struct tsr_profile_figure *f = &v.physical_profiles[i];
+
+                if (json_array_append_new(profiles,
+                                          json_pack("{s:s, s:I, s:I}", "name", f->name, "count",
+                                                    (json_int_t)f->count, "memoryMib",
+                                                    (json_int_t)f->memory_mib))) {
+                        json_decref(profiles);
+                        profiles = NULL;
+                }
+        }
+        if (json_object_set_new(d, "physical",
+                                profiles
+                                    ? json_pack("{s:I, s:o}", "count", (json_int_t)v.physical_count,
+                                                "profiles", profiles)
+                                    : NULL)) {
+                json_decref(d);
+                return NULL;
+        }
+        return d;
 }
 
 /* The common product of caps[0..n), or NULL (none, or TSR_EINVAL in *rc for a mix). */
@@ -129,8 +244,10 @@ static int groups_json(const char *group, const char *mfr, const struct tsr_prod
                 json_decref(stat_acc);
                 return TSR_ENOMEM;
         }
-        *spec = json_pack("{s:s, s:s, s:s, s:I, s:o}", "id", group, "manufacturer", mfr, "name",
-                          p->name, "memory", (json_int_t)p->vram_mib, "accelerators", spec_acc);
+        *spec =
+            json_pack("{s:s, s:s, s:s, s:I, s:o, s:o}", "id", group, "manufacturer", mfr, "name",
+                      p->name, "memory", (json_int_t)p->vram_mib, "acceleratorSlicedDetail",
+                      sliced_detail_json(caps, ledger, n), "accelerators", spec_acc);
         *status = json_pack("{s:s, s:s, s:o}", "id", group, "manufacturer", mfr, "accelerators",
                             stat_acc);
         if (!*spec || !*status) {

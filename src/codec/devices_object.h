@@ -4,17 +4,38 @@
  * per-card fit labels of its Node (§6), as the device manager publishes them and the simulator
  * prints them.
  *
+ * The shape is the upstream CRD's (gpustack-operator api/worker/v1alpha1, Devices), so an API
+ * server holding that CRD prunes nothing but the one tessera extension marked below:
+ *
  *   spec.groups[0]    {id: <group id>, manufacturer, name: <driver name>, memory: <VRAM MiB>,
- *                     accelerators: [{id: <UUID>, index, status: {logicalSliced:
- *                     {coresPercentageOvercommit, count}} or {partitioned: {count, profiles:
- *                     [{name, count: <static ceiling>, memoryMib, id: <GI profile id>}]}}}]}
+ *                     acceleratorSlicedDetail: {
+ *                       logical: {coresPercentageOvercommit, count: <slice slots, summed>}
+ *                         -- only when some accelerator is unpartitioned,
+ *                       physical: {count: <partition counts, summed>, profiles: [{name,
+ *                         count: <static ceilings, summed>, memoryMib}]}
+ *                         -- only when some accelerator is partitioned},
+ *                     accelerators: [{id: <UUID>, index, physicalIndexes: [index],
+ *                       topology: {pciBusId: <the driver's, "" unknown>, pciRootId: "",
+ *                         pciClass: "", numaAffinity: "", cpuAffinity: ""},
+ *                       status: {unhealthy: false, and
+ *                         logicalSliced: {coresPercentageOvercommit, count: <slice slots>}
+ *                           (unpartitioned) or
+ *                         physicalSliced: {count: <largest ceiling>, profiles: [{name, memoryMib,
+ *                           computeSlices, memorySlices: <size on the memory-slice axis>,
+ *                           count: <static ceiling>, placements: [{start, length}] <every legal
+ *                           placement on an empty accelerator, by start>}]} (partitioned)}}]}
  *                     -- the capability; it never moves with allocations
  *   status.groups[0]  {id, manufacturer, accelerators: [{id, index, mode, allocated, remaining,
- *                     and allocatedSlices (unpartitioned) or remainingProfiles and
- *                     allocatedProfiles [{name, count}] over every offered profile
- *                     (partitioned)}]} -- the ledger
- * With no accelerator both lists of groups are empty. Offered profiles are listed in the
- * product's table order.
+ *                     and allocatedSlices (unpartitioned; a tessera extension the upstream
+ *                     schema lacks) or remainingProfiles and allocatedProfiles [{name, count}]
+ *                     over every offered profile, and, while a partition is live,
+ *                     allocatedPhysicalPlacements [{start, length}] of the live partitions by
+ *                     start (partitioned)}]} -- the ledger
+ * With no accelerator both lists of groups are empty. An accelerator's offered profiles are
+ * listed in the product's table order, the group's as they first appear; memoryMib is the profile's
+ * nominal size (tsr_mig_profile_nominal_mib). tessera does not probe health, so a detected
+ * accelerator is never unhealthy; it reads no PCI tree, NUMA node or CPU list, so those topology
+ * fields are "" (the schema requires them).
  *
  * Ownership: tsr_devices_object_build returns a new object (json_decref); caps and ledger are
  * borrowed and only read. Pure; thread-safe.

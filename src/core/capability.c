@@ -37,6 +37,16 @@ void tsr_capability_detect(const struct tsr_product *p, unsigned index, const ch
         }
 }
 
+void tsr_capability_set_pci_bus_id(struct tsr_accel_cap *c, const char *bus_id)
+{
+        size_t len = strlen(bus_id);
+
+        if (len >= sizeof(c->pci_bus_id))
+                len = sizeof(c->pci_bus_id) - 1;
+        memcpy(c->pci_bus_id, bus_id, len);
+        c->pci_bus_id[len] = '\0';
+}
+
 unsigned tsr_capability_profile_ceiling(const struct tsr_accel_cap *c, unsigned i)
 {
         if (!c->partitioned || !((c->offered >> i) & 1u))

@@ -15,11 +15,13 @@
 
 #include "core/catalog.h"
 
-#define TSR_UUID_MAX 96
+#define TSR_UUID_MAX       96
+#define TSR_PCI_BUS_ID_MAX 32
 
 struct tsr_accel_cap {
-        unsigned index;          /* position in its group, from 0 */
-        char uuid[TSR_UUID_MAX]; /* "GPU-..." */
+        unsigned index;                      /* position in its group, from 0 */
+        char uuid[TSR_UUID_MAX];             /* "GPU-..." */
+        char pci_bus_id[TSR_PCI_BUS_ID_MAX]; /* as the driver reports it, "" when unknown */
         const struct tsr_product *product;
         bool partitioned;      /* MIG mode was on at detection */
         uint32_t offered;      /* partitioned: bit i = product profile i is offered */
@@ -29,10 +31,14 @@ struct tsr_accel_cap {
 
 /*
  * Fills *out for accelerator index of product p detected with MIG mode mig_on. uuid is copied
- * (truncated to TSR_UUID_MAX - 1). A product without MIG is never partitioned.
+ * (truncated to TSR_UUID_MAX - 1). A product without MIG is never partitioned. The PCI bus id is
+ * left "" (tsr_capability_set_pci_bus_id).
  */
 void tsr_capability_detect(const struct tsr_product *p, unsigned index, const char *uuid,
                            bool mig_on, struct tsr_accel_cap *out);
+
+/* Copies the driver's PCI bus id bus_id ("00000000:8D:00.0") into c, truncated to fit. */
+void tsr_capability_set_pci_bus_id(struct tsr_accel_cap *c, const char *bus_id);
 
 /* Number of instances of profile i an empty partitioned accelerator hosts (its static ceiling). */
 unsigned tsr_capability_profile_ceiling(const struct tsr_accel_cap *c, unsigned i);

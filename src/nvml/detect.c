@@ -112,6 +112,7 @@ static int detect_gpu(const struct tsr_gpu_ops *ops, void *be, const struct note
                     "is detected when the device manager restarts",
                     info.mig_pending ? "on" : "off", info.mig_current ? "on" : "off");
         tsr_capability_detect(p, nt->gpu, info.uuid, info.mig_current, cap);
+        tsr_capability_set_pci_bus_id(cap, info.bus_id);
         for (unsigned i = 0; cap->partitioned && i < p->n_profiles && i < TSR_MIG_PROFILES_MAX; i++)
                 if ((cap->offered >> i) & 1u && !driver_agrees(ops, be, nt, &p->profiles[i]))
                         cap->offered &= ~(UINT32_C(1) << i);

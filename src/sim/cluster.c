@@ -94,6 +94,7 @@ void tsr_cluster_redetect(struct tsr_cluster *c, size_t i)
 
                 tsr_fake_gpu_ops.device_info(n->gpus, g, &info);
                 tsr_capability_detect(n->product, g, info.uuid, info.mig_current, &n->caps[g]);
+                tsr_capability_set_pci_bus_id(&n->caps[g], info.bus_id);
         }
 }
 

@@ -223,6 +223,13 @@ static void test_capability__uuid_copy_and_truncation(void **state)
         assert_memory_equal(c.uuid, long_uuid, TSR_UUID_MAX - 1);
         tsr_capability_detect(fx_product("NVIDIA L4"), 0, "", false, &c);
         assert_string_equal(c.uuid, "");
+        assert_string_equal(c.pci_bus_id, ""); /* detection knows none until it is set */
+        tsr_capability_set_pci_bus_id(&c, "00000000:8D:00.0");
+        assert_string_equal(c.pci_bus_id, "00000000:8D:00.0");
+        tsr_capability_set_pci_bus_id(&c, long_uuid);
+        assert_int_equal(strlen(c.pci_bus_id), TSR_PCI_BUS_ID_MAX - 1);
+        tsr_capability_set_pci_bus_id(&c, "");
+        assert_string_equal(c.pci_bus_id, "");
 }
 
 int main(void)

@@ -3,7 +3,12 @@
  * capability, status from the ledger) and the fit labels of its Node.
  *
  *   mixed node        an H100 pair, one unpartitioned with a slice, one partitioned with a
- *                     3g.40gb instance: every field of spec and status, profiles in table order
+ *                     3g.40gb instance: every field of spec and status in the upstream shape
+ *                     (topology, logicalSliced / physicalSliced with the H100 table's counts,
+ *                     slices and placements, the group's sliced detail, the live placement),
+ *                     profiles in table order
+ *   sliced detail     a group of one population has only that half of the detail, summed over
+ *                     its cards; live placements are listed by start whatever the record order
  *   no accelerators   empty groups on both sides
  *   mixed products    TSR_EINVAL, nothing written
  *   fit labels        the spec's example values; a partition-only node gets none
@@ -42,6 +47,7 @@ static void mixed_node(struct fx_node *nd)
         };
 
         fx_node_build(nd, p, 2, 0x2, recs, 2);
+        tsr_capability_set_pci_bus_id(&nd->caps[1], "00000000:91:00.0");
 }
 
 static json_t *at(json_t *o, const char *path)
@@ -80,6 +86,89 @@ static long long profile_count(json_t *o, const char *path, const char *name)
         return -1;
 }
 
+/* The entry of the array a named name (fails when none is). */
+static json_t *profile(json_t *a, const char *name)
+{
+        json_t *e;
+        size_t i;
+
+        json_array_foreach(a, i, e) if (!strcmp(str(e, "name"), name)) return e;
+        fail_msg("no profile %s", name);
+        return NULL;
+}
+
+/* topology: the five strings the schema requires, the bus id bus and nothing else known. */
+static void expect_topology(json_t *o, const char *path, const char *bus)
+{
+        static const char *const keys[] = {"pciRootId", "pciClass", "numaAffinity", "cpuAffinity"};
+        json_t *t = at(o, path);
+
+        assert_int_equal(json_object_size(t), 5);
+        assert_string_equal(str(t, "pciBusId"), bus);
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+                assert_string_equal(str(t, keys[i]), "");
+}
+
+/* placements of e: one {start, length} per start of the list starts ("0,4"), in order. */
+static void expect_placements(json_t *e, unsigned length, const char *starts)
+{
+        json_t *pl = at(e, "placements");
+        char buf[64], *save = NULL;
+        size_t k = 0;
+
+        strcpy(buf, starts);
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), k++) {
+                assert_int_equal(num(json_array_get(pl, k), "start"), strtol(t, NULL, 10));
+                assert_int_equal(num(json_array_get(pl, k), "length"), length);
+                assert_int_equal(json_object_size(json_array_get(pl, k)), 2);
+        }
+        assert_int_equal(json_array_size(pl), k);
+}
+
+/* A physicalSliced profile entry against the catalog's row i of p: exactly the upstream keys. */
+static void expect_profile(json_t *e, const struct tsr_product *p, unsigned i)
+{
+        const struct tsr_mig_profile *mp = &p->profiles[i];
+        json_t *pl = at(e, "placements");
+        struct tsr_accel_cap c;
+        uint32_t starts = 0;
+        size_t k;
+        json_t *v;
+
+        tsr_capability_detect(p, 0, "GPU", true, &c);
+        assert_int_equal(json_object_size(e), 6); /* no profile id */
+        assert_string_equal(str(e, "name"), mp->name);
+        assert_int_equal(num(e, "memoryMib"), tsr_mig_profile_nominal_mib(mp));
+        assert_int_equal(num(e, "computeSlices"), mp->compute_slices);
+        assert_int_equal(num(e, "memorySlices"), mp->size);
+        assert_int_equal(num(e, "count"), tsr_capability_profile_ceiling(&c, i));
+        assert_int_equal(json_array_size(pl), tsr_mig_profile_start_count(mp));
+        json_array_foreach(pl, k, v)
+        {
+                assert_int_equal(num(v, "length"), mp->size);
+                if (k)
+                        assert_true(num(v, "start") > num(json_array_get(pl, k - 1), "start"));
+                starts |= UINT32_C(1) << num(v, "start");
+        }
+        assert_int_equal(starts, mp->starts);
+}
+
+/* acceleratorSlicedDetail.physical.profiles is exactly want ("name:count:memoryMib,..."). */
+static void expect_detail_profiles(json_t *o, const char *want)
+{
+        json_t *a = at(o, "spec.groups.0.acceleratorSlicedDetail.physical.profiles"), *e;
+        char got[512] = "";
+        size_t i;
+
+        json_array_foreach(a, i, e)
+        {
+                assert_int_equal(json_object_size(e), 3);
+                snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s:%lld:%lld",
+                         i ? "," : "", str(e, "name"), num(e, "count"), num(e, "memoryMib"));
+        }
+        assert_string_equal(got, want);
+}
+
 static void test_mixed_node(void **state)
 {
         struct fx_node nd;
@@ -106,22 +195,64 @@ static void test_mixed_node(void **state)
         assert_int_equal(num(o, "spec.groups.0.memory"), p->vram_mib);
         assert_string_equal(str(o, "spec.groups.0.accelerators.0.id"), "GPU");
         assert_int_equal(num(o, "spec.groups.0.accelerators.1.index"), 1);
+        assert_int_equal(json_array_size(at(o, "spec.groups.0.accelerators.1.physicalIndexes")), 1);
+        assert_int_equal(num(o, "spec.groups.0.accelerators.1.physicalIndexes.0"), 1);
+        expect_topology(o, "spec.groups.0.accelerators.0.topology", "");
+        expect_topology(o, "spec.groups.0.accelerators.1.topology", "00000000:91:00.0");
+        assert_false(json_is_true(at(o, "spec.groups.0.accelerators.0.status.unhealthy")));
+        assert_true(json_is_boolean(at(o, "spec.groups.0.accelerators.1.status.unhealthy")));
+        assert_false(json_is_true(at(o, "spec.groups.0.accelerators.1.status.unhealthy")));
+
+        /* GPU 0, unpartitioned: logicalSliced only */
         assert_int_equal(num(o, "spec.groups.0.accelerators.0.status.logicalSliced.count"),
                          nd.caps[0].slice_slots);
-        assert_true(json_is_boolean(
+        assert_true(json_is_true(
             at(o, "spec.groups.0.accelerators.0.status.logicalSliced.coresPercentageOvercommit")));
+        assert_null(at(o, "spec.groups.0.accelerators.0.status.physicalSliced"));
         assert_null(at(o, "spec.groups.0.accelerators.0.status.partitioned"));
-        assert_int_equal(num(o, "spec.groups.0.accelerators.1.status.partitioned.count"), 7);
-        profiles = at(o, "spec.groups.0.accelerators.1.status.partitioned.profiles");
+        assert_int_equal(json_object_size(at(o, "spec.groups.0.accelerators.0.status")), 2);
+
+        /* GPU 1, partitioned: physicalSliced only, every offered profile in table order */
+        assert_null(at(o, "spec.groups.0.accelerators.1.status.logicalSliced"));
+        assert_null(at(o, "spec.groups.0.accelerators.1.status.partitioned"));
+        assert_int_equal(num(o, "spec.groups.0.accelerators.1.status.physicalSliced.count"), 7);
+        profiles = at(o, "spec.groups.0.accelerators.1.status.physicalSliced.profiles");
         for (unsigned i = 0; i < p->n_profiles; i++)
                 offered += (nd.caps[1].offered >> i) & 1u;
+        assert_int_equal(offered, 6); /* 1g.10gb+me is not offered */
         assert_int_equal(json_array_size(profiles), offered);
+        for (unsigned i = 0, k = 0; i < p->n_profiles; i++)
+                if ((nd.caps[1].offered >> i) & 1u)
+                        expect_profile(json_array_get(profiles, k++), p, i);
         assert_string_equal(str(profiles, "0.name"), "1g.10gb"); /* table order */
-        assert_int_equal(
-            profile_count(o, "spec.groups.0.accelerators.1.status.partitioned.profiles", "3g.40gb"),
-            2);
-        assert_int_equal(num(profiles, "0.id"), 19);
-        assert_true(num(profiles, "0.memoryMib") > 0);
+        assert_string_equal(str(profiles, "5.name"), "7g.80gb");
+        /* The H100 table itself: 1g.10gb x7 at 0..6, 3g.40gb x2 at 0 and 4, 7g.80gb once at 0. */
+        expect_placements(profile(profiles, "1g.10gb"), 1, "0,1,2,3,4,5,6");
+        assert_int_equal(num(profile(profiles, "1g.10gb"), "count"), 7);
+        assert_int_equal(num(profile(profiles, "1g.10gb"), "memoryMib"), 10240);
+        assert_int_equal(num(profile(profiles, "1g.10gb"), "computeSlices"), 1);
+        assert_int_equal(num(profile(profiles, "1g.10gb"), "memorySlices"), 1);
+        expect_placements(profile(profiles, "1g.20gb"), 2, "0,2,4,6");
+        expect_placements(profile(profiles, "2g.20gb"), 2, "0,2,4");
+        assert_int_equal(num(profile(profiles, "2g.20gb"), "count"), 3);
+        expect_placements(profile(profiles, "3g.40gb"), 4, "0,4");
+        assert_int_equal(num(profile(profiles, "3g.40gb"), "count"), 2);
+        assert_int_equal(num(profile(profiles, "3g.40gb"), "computeSlices"), 3);
+        expect_placements(profile(profiles, "4g.40gb"), 4, "0");
+        expect_placements(profile(profiles, "7g.80gb"), 8, "0");
+        assert_int_equal(num(profile(profiles, "7g.80gb"), "count"), 1);
+        assert_int_equal(num(profile(profiles, "7g.80gb"), "memoryMib"), 81920);
+        assert_int_equal(num(profile(profiles, "7g.80gb"), "computeSlices"), 7);
+        assert_int_equal(num(profile(profiles, "7g.80gb"), "memorySlices"), 8);
+
+        /* the group's aggregate: one card of each population */
+        assert_true(json_is_true(
+            at(o, "spec.groups.0.acceleratorSlicedDetail.logical.coresPercentageOvercommit")));
+        assert_int_equal(num(o, "spec.groups.0.acceleratorSlicedDetail.logical.count"),
+                         nd.caps[0].slice_slots);
+        assert_int_equal(num(o, "spec.groups.0.acceleratorSlicedDetail.physical.count"), 7);
+        expect_detail_profiles(o, "1g.10gb:7:10240,1g.20gb:4:20480,2g.20gb:3:20480,"
+                                  "3g.40gb:2:40960,4g.40gb:1:40960,7g.80gb:1:81920");
 
         /* status: the ledger */
         assert_string_equal(str(o, "status.groups.0.id"), "h100-80gb-hbm3");
@@ -132,6 +263,7 @@ static void test_mixed_node(void **state)
         assert_int_equal(num(o, "status.groups.0.accelerators.0.remaining"), 960000);
         assert_int_equal(num(o, "status.groups.0.accelerators.0.allocatedSlices"), 1);
         assert_null(at(o, "status.groups.0.accelerators.0.remainingProfiles"));
+        assert_null(at(o, "status.groups.0.accelerators.0.allocatedPhysicalPlacements"));
         assert_int_equal(num(o, "status.groups.0.accelerators.1.mode"), TSR_MODE_PARTITIONED);
         assert_int_equal(num(o, "status.groups.0.accelerators.1.allocated"),
                          nd.ledger[1].allocated);
@@ -150,6 +282,70 @@ static void test_mixed_node(void **state)
             profile_count(o, "status.groups.0.accelerators.1.remainingProfiles", "1g.10gb"), 4);
         assert_int_equal(json_array_size(at(o, "status.groups.0.accelerators.1.allocatedProfiles")),
                          offered);
+        /* the live 3g.40gb at start 4 */
+        assert_int_equal(
+            json_array_size(at(o, "status.groups.0.accelerators.1.allocatedPhysicalPlacements")),
+            1);
+        assert_int_equal(
+            num(o, "status.groups.0.accelerators.1.allocatedPhysicalPlacements.0.start"), 4);
+        assert_int_equal(
+            num(o, "status.groups.0.accelerators.1.allocatedPhysicalPlacements.0.length"), 4);
+        json_decref(o);
+}
+
+/* The group's aggregate per population, and live placements listed by start. */
+static void test_sliced_detail(void **state)
+{
+        const struct tsr_product *p = fx_product(H100);
+        /* Out of start order on GPU 0: 1g.20gb at 6, 3g.40gb at 0, 1g.10gb at 4. */
+        const struct tsr_alloc_record parts[] = {
+            {.accel = 0,
+             .mode = TSR_MODE_PARTITIONED,
+             .units = 400000,
+             .profile = fx_pidx(p, "1g.20gb"),
+             .start = 6},
+            {.accel = 0,
+             .mode = TSR_MODE_PARTITIONED,
+             .units = 800000,
+             .profile = fx_pidx(p, "3g.40gb"),
+             .start = 0},
+            {.accel = 0,
+             .mode = TSR_MODE_PARTITIONED,
+             .units = 200000,
+             .profile = fx_pidx(p, "1g.10gb"),
+             .start = 4},
+        };
+        struct fx_node nd;
+        json_t *o = NULL, *pl;
+
+        (void)state;
+        /* All unpartitioned: logical only, the slots summed. */
+        fx_node_build(&nd, p, 3, 0x0, NULL, 0);
+        assert_int_equal(tsr_devices_object_build("n", nd.caps, nd.ledger, nd.n, &o, NULL), 0);
+        assert_int_equal(num(o, "spec.groups.0.acceleratorSlicedDetail.logical.count"),
+                         3 * nd.caps[0].slice_slots);
+        assert_null(at(o, "spec.groups.0.acceleratorSlicedDetail.physical"));
+        json_decref(o);
+
+        /* All partitioned: physical only, counts and ceilings summed, memoryMib carried. */
+        fx_node_build(&nd, p, 2, 0x3, parts, 3);
+        assert_int_equal(tsr_devices_object_build("n", nd.caps, nd.ledger, nd.n, &o, NULL), 0);
+        assert_null(at(o, "spec.groups.0.acceleratorSlicedDetail.logical"));
+        assert_int_equal(num(o, "spec.groups.0.acceleratorSlicedDetail.physical.count"), 14);
+        expect_detail_profiles(o, "1g.10gb:14:10240,1g.20gb:8:20480,2g.20gb:6:20480,"
+                                  "3g.40gb:4:40960,4g.40gb:2:40960,7g.80gb:2:81920");
+        /* The capability never moves with allocations: both cards' spec sides are alike. */
+        assert_true(json_equal(at(o, "spec.groups.0.accelerators.0.status"),
+                               at(o, "spec.groups.0.accelerators.1.status")));
+        pl = at(o, "status.groups.0.accelerators.0.allocatedPhysicalPlacements");
+        assert_int_equal(json_array_size(pl), 3);
+        assert_int_equal(num(pl, "0.start"), 0);
+        assert_int_equal(num(pl, "0.length"), 4);
+        assert_int_equal(num(pl, "1.start"), 4);
+        assert_int_equal(num(pl, "1.length"), 1);
+        assert_int_equal(num(pl, "2.start"), 6);
+        assert_int_equal(num(pl, "2.length"), 2);
+        assert_null(at(o, "status.groups.0.accelerators.1.allocatedPhysicalPlacements"));
         json_decref(o);
 }
 
@@ -279,9 +475,9 @@ static void test_out_of_memory(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_mixed_node),     cmocka_unit_test(test_no_accelerators),
-            cmocka_unit_test(test_mixed_products), cmocka_unit_test(test_fit_labels),
-            cmocka_unit_test(test_out_of_memory),
+            cmocka_unit_test(test_mixed_node),      cmocka_unit_test(test_sliced_detail),
+            cmocka_unit_test(test_no_accelerators), cmocka_unit_test(test_mixed_products),
+            cmocka_unit_test(test_fit_labels),      cmocka_unit_test(test_out_of_memory),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

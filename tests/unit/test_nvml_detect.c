@@ -71,6 +71,8 @@ static void test_modes_and_offer(void **state)
         assert_int_equal(caps[2].slice_slots, 128);
         assert_int_equal(caps[1].index, 1);
         assert_int_equal(strncmp(caps[0].uuid, "GPU-", 4), 0);
+        assert_string_equal(caps[0].pci_bus_id, "00000000:8D:00.0"); /* the driver's bus id */
+        assert_string_equal(caps[2].pci_bus_id, "00000000:95:00.0");
         tsr_capability_detect(caps[0].product, 0, caps[0].uuid, true, &want);
         assert_int_equal(caps[0].offered, want.offered);
         assert_false((caps[0].offered >> profile_index(caps[0].product, "1g.10gb+me")) & 1u);
@@ -148,6 +150,7 @@ static void same_through_nvml(const char *spec)
         assert_int_equal(na, nb);
         for (size_t i = 0; i < na; i++) {
                 assert_string_equal(a[i].uuid, b[i].uuid);
+                assert_string_equal(a[i].pci_bus_id, b[i].pci_bus_id);
                 assert_ptr_equal(a[i].product, b[i].product);
                 assert_int_equal(a[i].partitioned, b[i].partitioned);
                 assert_int_equal(a[i].offered, b[i].offered);
