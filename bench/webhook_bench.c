@@ -49,14 +49,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FOLD_PATH     "/mutate-gpustack-worker-core-v1-pod"
-#define FIXED_PATH    "/bench-fixed-response"
-#define SERVICE_HOST  "gpustack-worker-webhook.gpustack-system.svc"
-#define QUEUE         "h100-sliced"
-#define RESPONSE_MAX  (64 * 1024)
-#define CONC_MAX      16
-#define CLIENTS_MAX   1024
-#define ENTRANCE      "schedule.gpustack.ai/queue-entrance"
+#define FOLD_PATH    "/mutate-gpustack-worker-core-v1-pod"
+#define FIXED_PATH   "/bench-fixed-response"
+#define SERVICE_HOST "gpustack-worker-webhook.gpustack-system.svc"
+#define QUEUE        "h100-sliced"
+#define RESPONSE_MAX (64 * 1024)
+#define CONC_MAX     16
+#define CLIENTS_MAX  1024
+#define ENTRANCE     "schedule.gpustack.ai/queue-entrance"
 
 /* ---- the request ----------------------------------------------------------------------- */
 
@@ -198,13 +198,17 @@ struct fixture {
         json_t *instancetypes; /* name -> InstanceType */
 };
 
+/* Upstream's shape: the per-card VRAM is status.detail.memory, a quantity string. */
 static json_t *instancetype_new(const char *name, const char *entrance, const char *group,
-                                json_int_t memory, json_t *profiles)
+                                json_int_t memory_mib, json_t *profiles)
 {
-        return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:s, s:I}, s:{s:{s:{s:{s:o}}}}}",
+        char memory[32];
+
+        snprintf(memory, sizeof(memory), "%lldMi", (long long)memory_mib);
+        return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:s}, s:{s:{s:s, s:{s:{s:o}}}}}",
                          "apiVersion", "worker.gpustack.ai/v1alpha1", "kind", "InstanceType",
                          "metadata", "name", name, "labels", ENTRANCE, entrance, "spec",
-                         "acceleratorGroup", group, "memory", memory, "status", "detail",
+                         "acceleratorGroup", group, "status", "detail", "memory", memory,
                          "slicedDetail", "physical", "profiles", profiles);
 }
 

@@ -383,8 +383,6 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
 
         if (!pool->manufacturer)
                 return tsr_diag_set(diag, TSR_EINVAL, "the pool names no manufacturer");
-        if (pool->memory_mib == 0)
-                return tsr_diag_set(diag, TSR_EINVAL, "the pool has no accelerator memory");
         if (pod->n > TSR_CONTAINERS_MAX)
                 return tsr_diag_set(diag, TSR_EINVAL, "the Pod has more than %d containers",
                                     TSR_CONTAINERS_MAX);
@@ -455,7 +453,10 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
         if (!v.n_errors && v.container >= 0) {
                 const struct tsr_container_req *c = &pod->c[v.container];
 
-                if (v.family == TSR_FAMILY_SLICED)
+                if (pool->memory_mib == 0 &&
+                    (v.family == TSR_FAMILY_SLICED || v.family == TSR_FAMILY_PARTITIONED))
+                        v.awaits_memory = true; /* both fold against the memory */
+                else if (v.family == TSR_FAMILY_SLICED)
                         rules_sliced(c, (unsigned)v.container, pool, &v);
                 else if (v.family == TSR_FAMILY_PARTITIONED)
                         rules_partitioned(c, (unsigned)v.container, &facts[v.container], pool, &v);

@@ -12,6 +12,7 @@
 #ifndef TSR_CORE_REQUEST_H
 #define TSR_CORE_REQUEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,8 +57,8 @@ struct tsr_pod_req {
 /* What the InstanceType fronting the Pod's queue provides. */
 struct tsr_fold_pool {
         const struct tsr_manufacturer *manufacturer;
-        uint64_t memory_mib;                       /* per-accelerator memory */
-        size_t n_profiles;                         /* offered partition profiles */
+        uint64_t memory_mib; /* per-accelerator memory; 0: not known yet (see awaits_memory) */
+        size_t n_profiles;   /* offered partition profiles */
         const struct tsr_profile_figure *profiles; /* name + memoryMib */
 };
 
@@ -94,6 +95,12 @@ struct tsr_request_verdict {
         int container;          /* index of the slicing container, -1 if none */
         const char *profile;    /* partition: the profile requested (into the input) */
         int64_t units;          /* the folded units, 0 when none */
+        /*
+         * The Pod passed the Pod-wide rules and holds a slicing family, but the pool's memory is
+         * not known yet (memory_mib 0): its container's shape rules and fold were not run, so it
+         * has no units and no edits. The caller answers it with a retry.
+         */
+        bool awaits_memory;
         size_t n_errors;
         char errors[TSR_FIELD_ERRORS_MAX][TSR_FIELD_ERROR_LEN];
         enum tsr_request_rule rules[TSR_FIELD_ERRORS_MAX]; /* the rule each error breaks */
@@ -103,7 +110,9 @@ struct tsr_request_verdict {
 
 /*
  * Judges and folds pod against pool into *out. Returns 0 when it decided (out->n_errors == 0 is
- * an admit), or TSR_EINVAL when the input is unusable (diag says why).
+ * an admit, unless out->awaits_memory asks for a retry), or TSR_EINVAL when the input is unusable
+ * (a pool without a manufacturer; diag says why). A pool whose memory_mib is 0 still judges every
+ * Pod that needs no fold (exclusive, shared, no accelerator) exactly as one with memory would.
  */
 int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_pool *pool,
                          struct tsr_request_verdict *out, struct tsr_diag *diag);

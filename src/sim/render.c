@@ -8,7 +8,9 @@
 #include "base/err.h"
 #include "base/quantity.h"
 #include "codec/devices_object.h"
+#include "core/catalog.h"
 #include "core/instancetype.h"
+#include "core/printable.h"
 #include "sim/table.h"
 
 #include <stdio.h>
@@ -71,22 +73,30 @@ static json_t *profiles_json(const struct tsr_profile_figure *p, size_t n, bool 
         return a;
 }
 
+/*
+ * The InstanceType as upstream stores it (worker.gpustack.ai/v1alpha1): spec {acceleratable, os,
+ * arch, unitResources {cpu, ram} and localStorage as strings, acceleratorGroup | generalGroup},
+ * status {phase, entrance, detail {manufacturer, product, memory "<MiB>Mi", slicedDetail}, the
+ * four views and cpu}, plus the tessera extension status.printable, the table's composite cells
+ * from the one formatter the table itself prints (core/printable.h).
+ */
 static json_t *instancetype_json(const struct sim_pool *p, const struct tsr_pool_views *v,
                                  const struct tsr_view *cpu)
 {
         struct tsr_unit_spec u = tsr_instancetype_unit(p->product);
-        json_t *spec, *status, *detail, *logical, *physical, *pt;
-        char group[TSR_NAME_MAX], ram[16], storage[16];
+        struct tsr_unit_text ut;
+        struct tsr_printable pr;
+        json_t *spec, *status, *detail, *logical, *physical, *pt, *printable;
+        char group[TSR_NAME_MAX], memory[32];
 
-        snprintf(ram, sizeof(ram), "%uGi", u.ram_gib);
-        snprintf(storage, sizeof(storage), "%uGi", u.storage_gib);
-        spec = json_pack("{s:s, s:s, s:{s:I, s:s}, s:s, s:b}", "os", p->os, "arch", p->arch,
-                         "unitResources", "cpu", (json_int_t)u.cpu, "ram", ram, "localStorage",
-                         storage, "acceleratable", p->product != NULL);
+        tsr_printable_unit_text(&u, &ut);
+        tsr_printable_fill(&u, v, cpu, &pr);
+        spec = json_pack("{s:b, s:s, s:s, s:{s:s, s:s}, s:s}", "acceleratable", p->product != NULL,
+                         "os", p->os, "arch", p->arch, "unitResources", "cpu", ut.cpu, "ram",
+                         ut.ram, "localStorage", ut.storage);
         if (p->product) {
                 tsr_instancetype_accel_key(p->product, group, sizeof(group));
                 json_object_set_new(spec, "acceleratorGroup", json_string(group));
-                json_object_set_new(spec, "memory", json_integer((json_int_t)p->product->vram_mib));
         } else {
                 json_object_set_new(spec, "generalGroup", json_string("generic"));
         }
@@ -104,16 +114,29 @@ static json_t *instancetype_json(const struct sim_pool *p, const struct tsr_pool
         }
         detail =
             json_pack("{s:{s:o, s:o}}", "slicedDetail", "logical", logical, "physical", physical);
+        if (p->product) {
+                snprintf(memory, sizeof(memory), "%lluMi",
+                         (unsigned long long)p->product->vram_mib);
+                json_object_set_new(
+                    detail, "manufacturer",
+                    json_string(tsr_catalog_manufacturer(p->product->manufacturer)->key));
+                json_object_set_new(detail, "product", json_string(p->product->name));
+                json_object_set_new(detail, "memory", json_string(memory));
+        }
         pt = view_json(&v->pt);
         json_object_set_new(pt, "remainingProfiles",
                             profiles_json(v->remaining_profiles, v->n_profiles, false));
         json_object_set_new(pt, "allocatedProfiles",
                             profiles_json(v->allocated_profiles, v->n_profiles, false));
-        status =
-            json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:s, s:o}", "accelerator", view_json(&v->ex),
-                      "acceleratorShared", view_json(&v->sh), "acceleratorSliced",
-                      view_json(&v->sl), "acceleratorPartitioned", pt, "cpu", view_json(cpu),
-                      "entrance", p->entrance, "phase", "Active", "detail", detail);
+        printable = json_pack("{s:s, s:s, s:s}", "unit", pr.unit, "accelerator", pr.accelerator,
+                              "cpu", pr.cpu);
+        if (pr.partitions[0])
+                json_object_set_new(printable, "partitions", json_string(pr.partitions));
+        status = json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:s, s:o, s:o}", "accelerator",
+                           view_json(&v->ex), "acceleratorShared", view_json(&v->sh),
+                           "acceleratorSliced", view_json(&v->sl), "acceleratorPartitioned", pt,
+                           "cpu", view_json(cpu), "entrance", p->entrance, "phase", "Active",
+                           "detail", detail, "printable", printable);
         return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:o, s:o}", "apiVersion",
                          "worker.gpustack.ai/v1alpha1", "kind", "InstanceType", "metadata", "name",
                          p->name, "labels", "schedule.gpustack.ai/queue-entrance", p->entrance,
@@ -129,11 +152,6 @@ json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct sim_pool
                 return NULL;
         tsr_cluster_pool_cpu(c, p, &cpu);
         return instancetype_json(p, &v, &cpu);
-}
-
-static void view_cell(const struct tsr_view *v, char *out, size_t len)
-{
-        snprintf(out, len, "%lld/%lld", (long long)v->once_max, (long long)v->remaining);
 }
 
 int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, const char *output,
@@ -156,9 +174,7 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                 struct tsr_pool_views v;
                 struct tsr_view cpu;
                 struct tsr_unit_spec u = tsr_instancetype_unit(pools[i].product);
-                char unit[64], acc[160], cpucell[48], ex[32], sh[32], sl[32], pt[32];
-                char parts[1024] = "";
-                size_t o = 0;
+                struct tsr_printable pr;
 
                 if (name && strcmp(name, pools[i].name))
                         continue;
@@ -171,28 +187,15 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                         json_array_append_new(items, instancetype_json(&pools[i], &v, &cpu));
                         continue;
                 }
-                snprintf(unit, sizeof(unit), "%u/%uGi/%uGi", u.cpu, u.ram_gib, u.storage_gib);
-                view_cell(&v.ex, ex, sizeof(ex));
-                view_cell(&v.sh, sh, sizeof(sh));
-                view_cell(&v.sl, sl, sizeof(sl));
-                view_cell(&v.pt, pt, sizeof(pt));
-                snprintf(acc, sizeof(acc), "%s %s %s %s", ex, sh, sl, pt);
-                view_cell(&cpu, cpucell, sizeof(cpucell));
-                for (size_t k = 0; k < v.n_profiles && o < sizeof(parts); k++) {
-                        int n = snprintf(parts + o, sizeof(parts) - o, "%s%s:%lld", k ? "," : "",
-                                         v.remaining_profiles[k].name,
-                                         (long long)v.remaining_profiles[k].count);
-                        if (n < 0)
-                                break;
-                        o += (size_t)n;
-                }
+                /* The cells status.printable carries (instancetype_json), from one formatter. */
+                tsr_printable_fill(&u, &v, &cpu, &pr);
                 const char *row[] = {pools[i].name,
                                      pools[i].entrance,
-                                     unit,
-                                     acc,
-                                     cpucell,
+                                     pr.unit,
+                                     pr.accelerator,
+                                     pr.cpu,
                                      "Active",
-                                     v.n_profiles ? parts : "<none>"};
+                                     pr.partitions[0] ? pr.partitions : "<none>"};
                 rc = sim_table_row(&t, row);
         }
         if (!rc && name && !shown)

@@ -8,6 +8,7 @@
 #include "core/catalog.h"
 #include "core/keys.h"
 #include "webhook/field_error.h"
+#include "webhook/instancetype_detail.h"
 #include "webhook/json_read.h"
 
 #include <stdint.h>
@@ -25,7 +26,6 @@
 #define PHASE_STOPPED         "Stopped"
 #define PHASE_STARTING        "Starting"
 #define STORAGE_DEFAULT_BYTES (INT64_C(15) << 30) /* 15Gi */
-#define MIB                   (INT64_C(1) << 20)
 
 /* ---- reading the two objects -------------------------------------------------------------- */
 
@@ -41,16 +41,14 @@ struct inst_res {
 /* What an InstanceType offers. */
 struct itype {
         const char *name;
+        json_t *obj; /* the InstanceType, borrowed: its memory is read when a profile is sized */
         bool accel;
         const char *unit_cpu, *unit_ram, *local_storage; /* "" when unset */
         char unit_cpu_text[24];                          /* unit_cpu written as a JSON number */
         struct tsr_quantity cpu_capacity, accel_capacity;
         const char *manufacturer; /* the detail's (or group's), "" until the detail is computed */
         char manufacturer_key[32];
-        json_t *detail;      /* status.detail, borrowed */
-        json_t *spec_memory; /* spec.memory, borrowed: the per-card VRAM this project renders */
-        int64_t logical_count, physical_count;
-        json_t *profiles; /* status.detail.slicedDetail.physical.profiles, borrowed */
+        struct tsr_instancetype_detail detail; /* status.detail: counts and offered profiles */
 };
 
 static int read_quantity(json_t *obj, const char *path, struct tsr_quantity *q, bool *present,
@@ -97,32 +95,26 @@ static int read_itype(json_t *it, const char *name, struct itype *t, struct tsr_
                                     "InstanceType spec.acceleratable is not a "
                                     "boolean");
         t->accel = json_is_true(v);
-        t->detail = tsr_json_at(it, "status.detail");
-        t->profiles = tsr_json_at(it, "status.detail.slicedDetail.physical.profiles");
+        t->obj = it;
         v = tsr_json_at(it, "spec.unitResources.cpu");
         if (json_is_integer(v)) {
-                /* The project's own rendering writes the unit core count as a number. */
+                /* Upstream writes a string ("12"); this project's former rendering a number. */
                 snprintf(t->unit_cpu_text, sizeof(t->unit_cpu_text), "%" JSON_INTEGER_FORMAT,
                          json_integer_value(v));
                 t->unit_cpu = t->unit_cpu_text;
         } else if ((rc = tsr_json_read_string(it, "spec.unitResources.cpu", &t->unit_cpu, diag))) {
                 return rc;
         }
-        t->spec_memory = tsr_json_at(it, "spec.memory");
         if ((rc = tsr_json_read_string(it, "spec.unitResources.ram", &t->unit_ram, diag)) ||
             (rc = tsr_json_read_string(it, "spec.localStorage", &t->local_storage, diag)) ||
-            (rc = tsr_json_read_string(it, "status.detail.manufacturer", &t->manufacturer, diag)) ||
+            (rc = tsr_instancetype_detail_read(it, &t->detail, diag)) ||
             (rc = read_quantity(it, "status.cpu.capacity", &t->cpu_capacity, NULL, diag)) ||
-            (rc = read_quantity(it, "status.accelerator.capacity", &t->accel_capacity, NULL,
-                                diag)) ||
-            (rc = tsr_json_read_int(it, "status.detail.slicedDetail.logical.count",
-                                    &t->logical_count, diag)) ||
-            (rc = tsr_json_read_int(it, "status.detail.slicedDetail.physical.count",
-                                    &t->physical_count, diag)))
+            (rc = read_quantity(it, "status.accelerator.capacity", &t->accel_capacity, NULL, diag)))
                 return rc;
-        if (!*t->manufacturer && json_is_object(tsr_json_at(it, "status.detail.slicedDetail"))) {
+        t->manufacturer = t->detail.manufacturer;
+        if (!*t->manufacturer && t->detail.sliced_detail) {
                 /*
-                 * A detail computed without a manufacturer (this project's rendering): the
+                 * A detail computed without a manufacturer (this project's former rendering): the
                  * accelerator group names it, "<manufacturer>-<group id>".
                  */
                 const char *group = tsr_json_str_or_empty(it, "spec.acceleratorGroup");
@@ -198,37 +190,14 @@ static int unit_percent(const char *s, int64_t pct, struct tsr_quantity *out)
 
 /* ---- the resource rules ------------------------------------------------------------------- */
 
-/* A partition profile's entry in the type's offered set, or NULL. */
-static json_t *offered_profile(const struct itype *t, const char *profile)
-{
-        json_t *p;
-        size_t i;
-
-        json_array_foreach(t->profiles, i, p)
-        {
-                const char *name = json_string_value(json_object_get(p, "name"));
-
-                if (name && !strcmp(name, profile))
-                        return p;
-        }
-        return NULL;
-}
-
 /* Go's %v of the offered profile names: "[a b c]". */
 static void offered_list(const struct itype *t, char *out, size_t len)
 {
         size_t used = (size_t)snprintf(out, len, "[");
-        json_t *p;
-        size_t i, k = 0;
 
-        json_array_foreach(t->profiles, i, p)
-        {
-                const char *name = json_string_value(json_object_get(p, "name"));
-
-                if (!name || used >= len)
-                        continue;
-                used += (size_t)snprintf(out + used, len - used, "%s%s", k++ ? " " : "", name);
-        }
+        for (size_t i = 0; i < t->detail.n_profiles && used < len; i++)
+                used += (size_t)snprintf(out + used, len - used, "%s%s", i ? " " : "",
+                                         t->detail.profiles[i].name);
         if (used < len)
                 snprintf(out + used, len - used, "]");
 }
@@ -261,13 +230,13 @@ static void check_partition(const struct itype *t, const struct inst_res *r,
                                       t->manufacturer);
                 return;
         }
-        if (t->physical_count <= 0) {
+        if (t->detail.physical_count <= 0) {
                 tsr_field_forbidden(errs, P_PROFILE,
                                     "instance type %s does not offer hardware partitioning",
                                     t->name);
                 return;
         }
-        if (!offered_profile(t, r->profile)) {
+        if (!tsr_instancetype_detail_profile(&t->detail, r->profile)) {
                 offered_list(t, offered, sizeof(offered));
                 tsr_field_invalid_str(
                     errs, P_PROFILE, r->profile,
@@ -284,8 +253,8 @@ static void check_partition(const struct itype *t, const struct inst_res *r,
 static void check_slice(const struct itype *t, const struct inst_res *r,
                         struct tsr_field_list *errs)
 {
-        if (t->logical_count <= 0) {
-                if (t->physical_count > 0)
+        if (t->detail.logical_count <= 0) {
+                if (t->detail.physical_count > 0)
                         tsr_field_forbidden(errs, P_PROFILE,
                                             "instance type %s does not offer logical slicing; "
                                             "request a hardware partition with "
@@ -589,49 +558,30 @@ int tsr_webhook_instance_validate(const struct tsr_webhook_lookup *lookup,
 
 /* ---- defaulting --------------------------------------------------------------------------- */
 
-/* The per-card VRAM of the type in MiB (status.detail.memory, a quantity), or 0 when unknown. */
-static int64_t card_vram_mib(const struct itype *t)
-{
-        struct tsr_quantity q;
-        bool present = false;
-        int64_t bytes;
-
-        if (tsr_json_quantity(t->detail, "memory", &q, &present, NULL) || !present) {
-                /* No observed memory: spec.memory, MiB as this project renders it. */
-                if (json_is_integer(t->spec_memory))
-                        return json_integer_value(t->spec_memory);
-                if (!json_is_string(t->spec_memory) ||
-                    tsr_quantity_parse(json_string_value(t->spec_memory), &q, NULL))
-                        return 0;
-        }
-        if (tsr_quantity_value(&q, &bytes) || bytes <= 0)
-                return 0;
-        return bytes / MIB;
-}
-
 /*
- * The share of one card's VRAM the requested profile occupies, in percent (1..100). *pct is 0 for
- * no profile or an unoffered one (validation refuses that on its own terms). Returns false when the
- * profile is offered but cannot be sized yet.
+ * The share of one card's VRAM (instancetype_detail.h) the requested profile occupies, in percent
+ * (1..100). *pct is 0 for no profile or an unoffered one (validation refuses that on its own
+ * terms). Returns 0, 1 when the profile is offered but cannot be sized yet (its memoryMib or the
+ * card's memory not computed), or TSR_EPARSE with diag when the card's memory is malformed.
  */
-static bool profile_percent(const struct itype *t, const char *profile, int64_t *pct)
+static int profile_percent(const struct itype *t, const char *profile, int64_t *pct,
+                           struct tsr_diag *diag)
 {
-        json_t *p;
-        int64_t mib, card;
+        const struct tsr_profile_figure *p;
+        uint64_t card;
+        int rc;
 
         *pct = 0;
-        if (!*profile || !(p = offered_profile(t, profile)))
-                return true;
-        mib = json_integer_value(json_object_get(p, "memoryMib"));
-        card = card_vram_mib(t);
-        if (mib <= 0 || card <= 0)
-                return false;
-        *pct = mib * 100 / card;
+        if (!*profile || !(p = tsr_instancetype_detail_profile(&t->detail, profile)))
+                return 0;
+        if ((rc = tsr_instancetype_detail_memory_mib(t->obj, &card, diag)))
+                return rc;
+        if (!p->memory_mib || !card)
+                return 1;
+        *pct = p->memory_mib >= card ? 100 : (int64_t)(p->memory_mib * 100 / card);
         if (*pct < 1)
                 *pct = 1;
-        if (*pct > 100)
-                *pct = 100;
-        return true;
+        return 0;
 }
 
 static int set_quantity(json_t *res, const char *key, const struct tsr_quantity *q)
@@ -683,9 +633,12 @@ static int size_units(json_t *res, const struct itype *t, const struct inst_res 
         return 0;
 }
 
-/* Defaults res (spec.resources of the copy) from InstanceType t. 0, TSR_ENOMEM or 1 (denied). */
+/*
+ * Defaults res (spec.resources of the copy) from InstanceType t. 0, TSR_ENOMEM, TSR_EPARSE (diag:
+ * the type's memory is malformed) or 1 (denied).
+ */
 static int default_resources(json_t *res, const struct itype *t, const struct inst_res *r,
-                             bool overcommit, struct tsr_verdict *v)
+                             bool overcommit, struct tsr_verdict *v, struct tsr_diag *diag)
 {
         struct tsr_quantity one = tsr_quantity_from_int(1, TSR_QF_DECIMAL_SI), cap, q;
         int64_t pct, count;
@@ -700,7 +653,10 @@ static int default_resources(json_t *res, const struct itype *t, const struct in
                         cur.accel = one;
                         cur.has_accel = true;
                 }
-                if (!profile_percent(t, cur.profile, &pct)) {
+                rc = profile_percent(t, cur.profile, &pct, diag);
+                if (rc < 0)
+                        return rc;
+                if (rc) {
                         tsr_verdict_deny(v, 500, "InternalError",
                                          "Internal error occurred: instance type %s is not ready "
                                          "yet (partition profile \"%s\" cannot be sized from the "
@@ -712,7 +668,7 @@ static int default_resources(json_t *res, const struct itype *t, const struct in
                         if (!qvalue(&cur.accel) && (rc = set_quantity(res, "accelerator", &one)))
                                 return rc;
                         rc = size_units(res, t, &cur, true, pct, 1, overcommit, v);
-                } else if (t->logical_count > 0 && (cur.mem_pct > 0 || cur.cores_pct > 0)) {
+                } else if (t->detail.logical_count > 0 && (cur.mem_pct > 0 || cur.cores_pct > 0)) {
                         if (!qvalue(&cur.accel) && (rc = set_quantity(res, "accelerator", &one)))
                                 return rc;
                         if (cur.mem_pct > 0 && !cur.cores_pct)
@@ -827,7 +783,7 @@ int tsr_webhook_instance_mutate(const struct tsr_webhook_lookup *lookup,
                 rc = default_resources(
                     res, &t, &r,
                     lookup->settings.value[TSR_SETTING_INSTANCE_GENERAL_RESOURCES_OVERCOMMIT],
-                    verdict);
+                    verdict, diag);
                 json_decref(it);
                 it = NULL;
                 if (rc == 1) {

@@ -83,13 +83,15 @@
  * zero. A zero localStorage becomes 15Gi, capped at the InstanceType's localStorage. Quantities are
  * written as canonical strings ("2", "32Gi", "1200m").
  *
- * Reading the InstanceType: upstream's newest shape (status.detail.manufacturer,
- * status.detail.memory as a quantity, unitResources.cpu as a string) and this project's own
- * rendering (src/sim/render.c: no detail manufacturer, spec.memory in MiB as a number,
- * unitResources.cpu as a number) are both read. The accelerator detail counts as computed when it
+ * Reading the InstanceType: upstream's shape (status.detail.manufacturer, status.detail.memory as
+ * a quantity, unitResources.cpu as a string; the simulator renders the same) and older shapes
+ * (this project's former rendering: no detail manufacturer, spec.memory in MiB as a number,
+ * unitResources.cpu as a number) are all read. The accelerator detail counts as computed when it
  * names a manufacturer or carries slicedDetail; without a detail manufacturer the manufacturer is
- * the accelerator group's first word ("nvidia-h100-80gb-hbm3" -> nvidia); the card's VRAM is
- * status.detail.memory, else spec.memory.
+ * the accelerator group's first word ("nvidia-h100-80gb-hbm3" -> nvidia). The detail and the
+ * card's VRAM are read by instancetype_detail.h, the reader the Pod webhook shares: status.detail.
+ * memory, else spec.memory (a quantity string, or an integer in MiB); a memory that is there but
+ * malformed fails a defaulting that needs it with TSR_EPARSE.
  *
  * Both handlers are pure (handler.h). DELETE and CONNECT are allowed unchanged. A field of the
  * wrong JSON type is TSR_EPARSE with diag; a lookup without an instancetype reader is TSR_EINVAL;

@@ -4,12 +4,19 @@
  *
  * Both read the InstanceType fronting the Pod's queue -- the one labelled
  * schedule.gpustack.ai/queue-entrance=<the Pod's kueue.x-k8s.io/queue-name>, never the LocalQueue
- * itself -- for the fold's divisor (spec.memory, MiB per accelerator) and the offered partition
- * profiles (status.detail.slicedDetail.physical.profiles). The mutating half folds the memory
- * demand into .sliced.units / .partitioned.units, defaults .sliced.cores-percentage and adds the
- * shared card-count pin; a Pod that breaks a rule is left to the validating half, which denies it
- * with the rules' messages. A CPU-only InstanceType admits no accelerator key. Both act on CREATE
- * only and on Pods carrying the queue label (the objectSelector).
+ * itself -- for the fold's divisor (the per-accelerator VRAM: status.detail.memory, else the older
+ * spec.memory, read by instancetype_detail.h) and the offered partition profiles
+ * (status.detail.slicedDetail.physical.profiles). The mutating half folds the memory demand into
+ * .sliced.units / .partitioned.units, defaults .sliced.cores-percentage and adds the shared
+ * card-count pin; a Pod that breaks a rule is left to the validating half, which denies it with
+ * the rules' messages. A CPU-only InstanceType admits no accelerator key. Both act on CREATE only
+ * and on Pods carrying the queue label (the objectSelector).
+ *
+ * Before the status writer has computed the detail, a Pod that needs no fold (exclusive, shared,
+ * no accelerator) is judged as usual; a slice or a partition that passes the Pod-wide rules gets
+ * upstream's retryable answer (503 "... not ready yet; retry"), as does a partition whose offered
+ * profiles or whose profile's memoryMib are not there yet. A memory that is there but is not a
+ * positive whole number of MiB makes a folding Pod's review fail (400) with the reader's message.
  */
 #include "webhook/pod.h"
 
@@ -21,6 +28,8 @@
 #include "core/keys.h"
 #include "core/pin.h"
 #include "core/request.h"
+#include "webhook/instancetype_detail.h"
+#include "webhook/json_read.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +39,12 @@
 
 /* The pool gate 1 folds against, read from an InstanceType object. */
 struct fold_source {
-        struct tsr_fold_pool pool;
-        struct tsr_profile_figure profiles[TSR_MIG_PROFILES_MAX];
+        struct tsr_fold_pool pool; /* memory_mib 0 while the memory is not known */
+        struct tsr_instancetype_detail detail;
         char accel_key[TSR_KEY_MAX]; /* spec.acceleratorGroup, "" for a CPU-only type */
-        bool detail_ready;           /* status.detail.slicedDetail has been computed */
+        /* Why the memory could not be read: 0, or an error a Pod that folds is answered with. */
+        int memory_rc;
+        struct tsr_diag memory_diag;
 };
 
 static const char *queue_of(json_t *pod)
@@ -42,18 +53,16 @@ static const char *queue_of(json_t *pod)
             json_object_get(json_object_get(pod, "metadata"), "labels"), QUEUE_LABEL));
 }
 
-/* Reads the fold source out of InstanceType it. Returns 0 or TSR_EPARSE. */
+/*
+ * Reads the fold source out of InstanceType it. Returns 0 or TSR_EPARSE. A memory that cannot be
+ * read is not an error yet: only a Pod whose fold needs it is refused for it (memory_rc).
+ */
 static int read_source(json_t *it, struct fold_source *s, struct tsr_diag *diag)
 {
-        json_t *spec = json_object_get(it, "spec");
-        json_t *detail = json_object_get(json_object_get(json_object_get(it, "status"), "detail"),
-                                         "slicedDetail");
-        json_t *profiles = json_object_get(json_object_get(detail, "physical"), "profiles"), *p;
-        const char *group = json_string_value(json_object_get(spec, "acceleratorGroup"));
-        json_int_t memory = json_integer_value(json_object_get(spec, "memory"));
+        const char *group = json_string_value(tsr_json_at(it, "spec.acceleratorGroup"));
         const char *dash;
         char mfr[64];
-        size_t i;
+        int rc;
 
         memset(s, 0, sizeof(*s));
         if (!group || !*group)
@@ -68,26 +77,12 @@ static int read_source(json_t *it, struct fold_source *s, struct tsr_diag *diag)
                 return tsr_diag_set(diag, TSR_EPARSE,
                                     "InstanceType accelerator group %s names no known manufacturer",
                                     group);
-        if (memory <= 0)
-                return tsr_diag_set(
-                    diag, TSR_EPARSE, "InstanceType %s has no spec.memory to fold against",
-                    json_string_value(json_object_get(json_object_get(it, "metadata"), "name")));
-        s->pool.memory_mib = (uint64_t)memory;
-        s->detail_ready = json_is_object(detail);
-        json_array_foreach(profiles, i, p)
-        {
-                const char *name = json_string_value(json_object_get(p, "name"));
-
-                if (!name || s->pool.n_profiles >= TSR_MIG_PROFILES_MAX)
-                        continue;
-                s->profiles[s->pool.n_profiles].name = name; /* borrowed from it */
-                s->profiles[s->pool.n_profiles].count =
-                    json_integer_value(json_object_get(p, "count"));
-                s->profiles[s->pool.n_profiles].memory_mib =
-                    (uint64_t)json_integer_value(json_object_get(p, "memoryMib"));
-                s->pool.n_profiles++;
-        }
-        s->pool.profiles = s->profiles;
+        rc = tsr_instancetype_detail_read(it, &s->detail, diag);
+        if (rc)
+                return rc;
+        s->memory_rc = tsr_instancetype_detail_memory_mib(it, &s->pool.memory_mib, &s->memory_diag);
+        s->pool.n_profiles = s->detail.n_profiles;
+        s->pool.profiles = s->detail.profiles; /* names borrowed from it */
         return 0;
 }
 
@@ -134,6 +129,7 @@ static int gate1_judge(const struct tsr_webhook_lookup *lookup, const struct tsr
                        struct gate1 *g, bool *skip, struct tsr_verdict *verdict,
                        struct tsr_diag *diag)
 {
+        const struct tsr_profile_figure *offered;
         const char *queue, *key;
         size_t matches = 0;
         int rc;
@@ -172,7 +168,25 @@ static int gate1_judge(const struct tsr_webhook_lookup *lookup, const struct tsr
         rc = tsr_request_evaluate(&g->spec->req, &g->source.pool, &g->rules, diag);
         if (rc)
                 return rc;
-        if (g->rules.family == TSR_FAMILY_PARTITIONED && !g->source.detail_ready) {
+        if (g->rules.awaits_memory && g->source.memory_rc) {
+                /* A memory that is there but unreadable: the object is wrong, not late. */
+                tsr_diag_set(diag, g->source.memory_rc, "%s", g->source.memory_diag.msg);
+                return g->source.memory_rc;
+        }
+        if (g->rules.awaits_memory) {
+                tsr_verdict_deny(verdict, 503, "ServiceUnavailable",
+                                 "the accelerator memory of the InstanceType behind queue %s is "
+                                 "not ready yet; retry",
+                                 queue);
+                return 0;
+        }
+        offered = g->rules.family == TSR_FAMILY_PARTITIONED && g->rules.profile
+                      ? tsr_instancetype_detail_profile(&g->source.detail, g->rules.profile)
+                      : NULL;
+        if (g->rules.family == TSR_FAMILY_PARTITIONED &&
+            (!g->source.detail.sliced_detail ||
+             (!g->rules.n_errors && offered && !offered->memory_mib))) {
+                /* No offered profiles yet, or the profile's memoryMib not computed yet. */
                 tsr_verdict_deny(verdict, 503, "ServiceUnavailable",
                                  "the partition profiles of the InstanceType behind queue %s are "
                                  "not ready yet; retry",

@@ -267,8 +267,9 @@ IT_KIND = ("worker.gpustack.ai", "v1alpha1", "InstanceType")
 INST_KIND = ("worker.gpustack.ai", "v1alpha1", "Instance")
 WL_KIND = ("kueue.x-k8s.io", "v1beta2", "Workload")
 
+# Upstream's shape: no spec.memory; the per-card VRAM is status.detail.memory, a quantity string.
 H100_SPEC = {"displayName": "H100", "acceleratable": True, "acceleratorGroup": GROUP,
-             "os": "linux", "arch": "amd64", "memory": 81920,
+             "os": "linux", "arch": "amd64",
              "unitResources": {"cpu": "8", "ram": "64Gi"}, "localStorage": "100Gi"}
 H100_STATUS = {
     "cpu": {"capacity": "224"}, "accelerator": {"capacity": "8"},

@@ -993,15 +993,57 @@ static void test_request__unusable_pool_is_einval(void **state)
 
         (void)state;
         memset(&v, 0x5a, sizeof(v));
-        pool.memory_mib = 0;
+        pool.manufacturer = NULL;
         tsr_diag_clear(&d);
         assert_int_equal(tsr_request_evaluate(build_pod(&r), &pool, &v, &d), TSR_EINVAL);
         assert_int_equal(d.code, TSR_EINVAL);
         assert_true(v.n_errors == (size_t)0x5a5a5a5a5a5a5a5aULL); /* *out untouched */
+}
 
+/*
+ * A pool whose memory is not known yet (memory_mib 0, the InstanceType's detail not computed):
+ * a slice or a partition that passes the Pod-wide rules awaits the memory, with no fold and no
+ * edit; a Pod that needs no fold is judged as usual; a Pod-wide rule still denies at once.
+ */
+static void test_request__pool_without_memory(void **state)
+{
+        static const struct row waits[] = {
+            {.what = "a percentage slice", .c = {{"main", APP, 0, SL "=1 " PCT "=50", NULL}}},
+            {.what = "a MiB slice", .c = {{"main", APP, 0, SL "=1 " MIB "=40960", NULL}}},
+            {.what = "a partition", .c = {{"main", APP, 0, PT "=1 " MIG("3g.40gb") "=1", NULL}}},
+            {.what = "a malformed slice", .c = {{"main", APP, 0, SL "=2 " PCT "=50", NULL}}},
+        };
+        static const struct row judged[] = {
+            {.what = "exclusive",
+             .c = {{"main", APP, 0, G "=2", NULL}},
+             .family = TSR_FAMILY_EXCLUSIVE},
+            {.what = "shared", .c = {{"main", APP, 0, SH "=1", NULL}}, .family = TSR_FAMILY_SHARED},
+            {.what = "no accelerator", .c = {{"main", APP, 0, "cpu=2", NULL}}},
+            {.what = "two families",
+             .c = {{"main", APP, 0, G "=1 " SL "=1 " PCT "=50", NULL}},
+             .msg = E_FAMILIES("exclusive sliced")},
+        };
+        struct tsr_fold_pool pool = h100_pool();
+        static struct tsr_request_verdict v;
+
+        (void)state;
+        pool.memory_mib = 0;
+        for (size_t i = 0; i < N_ELEMS(waits); i++) {
+                assert_int_equal(tsr_request_evaluate(build_pod(&waits[i]), &pool, &v, NULL), 0);
+                if (!v.awaits_memory || v.n_errors || v.n_edits || v.units)
+                        fail_msg("%s: awaits %d, %zu errors, %zu edits, units %lld", waits[i].what,
+                                 v.awaits_memory, v.n_errors, v.n_edits, (long long)v.units);
+        }
+        check_rows_on(&pool, judged, N_ELEMS(judged));
+        for (size_t i = 0; i < N_ELEMS(judged); i++) {
+                assert_int_equal(tsr_request_evaluate(build_pod(&judged[i]), &pool, &v, NULL), 0);
+                assert_false(v.awaits_memory);
+        }
+        /* With the memory known, nothing awaits it. */
         pool = h100_pool();
-        pool.manufacturer = NULL;
-        assert_int_equal(tsr_request_evaluate(build_pod(&r), &pool, &v, NULL), TSR_EINVAL);
+        assert_int_equal(tsr_request_evaluate(build_pod(&waits[0]), &pool, &v, NULL), 0);
+        assert_false(v.awaits_memory);
+        assert_int_equal(v.units, 800000);
 }
 
 /* Each error carries the rule it breaks, for the webhook's denials metric. */
@@ -1048,6 +1090,7 @@ int main(void)
             cmocka_unit_test(test_request__no_accelerator_admitted_untouched),
             cmocka_unit_test(test_request__errors_aggregate),
             cmocka_unit_test(test_request__unusable_pool_is_einval),
+            cmocka_unit_test(test_request__pool_without_memory),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,8 +4,10 @@
  *
  * Fixture types: a CPU-only pool of 64 cores, one with no CPU capacity, an H100 pool (8 whole
  * cards, logical slicing), an H100 pool in MIG mode (profiles 1g.10gb and 3g.40gb, no whole card),
- * an AMD pool (no partition kind), an accelerated pool whose detail is not computed yet, and a
- * CPU-only pool with a 10Gi local storage.
+ * an AMD pool (no partition kind), an accelerated pool whose detail is not computed yet, a
+ * CPU-only pool with a 10Gi local storage, and two MIG pools in older shapes: spec.memory as a
+ * quantity string (an older upstream), and this project's former rendering (spec.memory in MiB,
+ * unitResources.cpu a number, no detail manufacturer).
  *
  * Validating CREATE rows, accepted and refused with the exact text: the reserved namespaces, the
  * missing type (bare 403s), the 500 retry, then the 422 list - CPU against the pool's capacity
@@ -68,6 +70,11 @@ static const char fixture_text[] =
     "  \"slicedDetail\":{\"logical\":{\"count\":128}}}}},"
     "\"h100-new\":{\"spec\":{\"acceleratable\":true,\"acceleratorGroup\":\"nvidia-h100\","
     "  \"unitResources\":{\"cpu\":\"12\",\"ram\":\"192Gi\"},\"localStorage\":\"100Gi\"}},"
+    "\"old-mig\":{\"spec\":{\"acceleratable\":true,\"acceleratorGroup\":\"nvidia-h100\","
+    "  \"unitResources\":{\"cpu\":\"12\",\"ram\":\"192Gi\"},\"localStorage\":\"100Gi\","
+    "  \"memory\":\"80Gi\"},\"status\":{\"accelerator\":{\"capacity\":\"0\"},\"detail\":{"
+    "  \"manufacturer\":\"nvidia\",\"slicedDetail\":{\"physical\":{\"count\":7,"
+    "  \"profiles\":[{\"name\":\"3g.40gb\",\"memoryMib\":40960}]}}}}},"
     "\"sim-mig\":{\"spec\":{\"acceleratable\":true,\"acceleratorGroup\":"
     "  \"nvidia-h100-80gb-hbm3\",\"unitResources\":{\"cpu\":12,\"ram\":\"192Gi\"},"
     "  \"localStorage\":\"100Gi\",\"memory\":81920},\"status\":{\"accelerator\":"
@@ -476,8 +483,12 @@ static const struct mrow mrows[] = {
      PLAIN("h100-mig", "\"acceleratorPartitionedProfile\":\"3g.40gb\""), NULL, 0,
      DONE("h100-mig", "\"accelerator\":\"1\",\"acceleratorPartitionedProfile\":\"3g.40gb\","
                       "\"cpu\":\"6\",\"ram\":\"96Gi\",\"localStorage\":\"15Gi\"")},
-    {"this project's rendering: VRAM from spec.memory, unit cores a number", true, "CREATE",
-     PLAIN("sim-mig", "\"acceleratorPartitionedProfile\":\"3g.40gb\""), NULL, 0,
+    {"an older upstream: VRAM from spec.memory, a quantity string", true, "CREATE",
+     PLAIN("old-mig", "\"acceleratorPartitionedProfile\":\"3g.40gb\""), NULL, 0,
+     DONE("old-mig", "\"accelerator\":\"1\",\"acceleratorPartitionedProfile\":\"3g.40gb\","
+                     "\"cpu\":\"6\",\"ram\":\"96Gi\",\"localStorage\":\"15Gi\"")},
+    {"this project's former rendering: VRAM from spec.memory in MiB, unit cores a number", true,
+     "CREATE", PLAIN("sim-mig", "\"acceleratorPartitionedProfile\":\"3g.40gb\""), NULL, 0,
      DONE("sim-mig", "\"accelerator\":\"1\",\"acceleratorPartitionedProfile\":\"3g.40gb\","
                      "\"cpu\":\"6\",\"ram\":\"96Gi\",\"localStorage\":\"15Gi\"")},
     {"mig, an unoffered profile: sized as whole cards, refused by validation", true, "CREATE",

@@ -1,0 +1,319 @@
+/*
+ * test_webhook_pod.c - webhook/pod: gate 1's two Pod handlers against every shape an InstanceType
+ * carries its per-accelerator VRAM in (instancetype_detail.h).
+ *
+ * One H100 80GB pool, written four ways: status.detail.memory "81920Mi" and "80Gi" (the current
+ * upstream), spec.memory "80Gi" (an older upstream), spec.memory 81920 (this project's former
+ * rendering, MiB). The same three Pods (a 50 % slice, a 20480 MiB slice, a 3g.40gb partition)
+ * must get the same patched Pod from each, with the fold's upstream numbers (800000, 400000,
+ * 800000 units). Then the pool before its detail is computed (no memory anywhere, with and
+ * without slicedDetail): an exclusive, a shared and a CPU-only Pod are admitted and an exclusive
+ * one left unchanged, a slice and a partition get the retryable 503 from both halves, a Pod-wide
+ * rule still denies at once; a partition whose profile has no memoryMib yet is retried too.
+ * Last, a memory that is there but is not a quantity ("eighty") or not positive: a folding Pod's
+ * review fails with TSR_EPARSE and a message naming the field and the value, while a Pod that
+ * needs no memory is still admitted.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "webhook/pod.h"
+
+#include "support/json_text.h"
+#include "support/review_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- the InstanceTypes ---------------------------------------------------------------------- */
+
+#define SPEC_WITH(extra)                                                                           \
+        "\"spec\":{\"acceleratable\":true,\"os\":\"linux\",\"arch\":\"amd64\","                    \
+        "\"acceleratorGroup\":\"nvidia-h100-80gb-hbm3\",\"unitResources\":{\"cpu\":\"12\","        \
+        "\"ram\":\"192Gi\"},\"localStorage\":\"100Gi\"" extra "}"
+#define SPEC SPEC_WITH("")
+#define SLICED_DETAIL                                                                              \
+        "\"slicedDetail\":{\"logical\":{\"coresPercentageOvercommit\":true,\"count\":128},"        \
+        "\"physical\":{\"count\":7,\"profiles\":[{\"name\":\"1g.10gb\",\"count\":7,"               \
+        "\"memoryMib\":10240},{\"name\":\"3g.40gb\",\"count\":2,\"memoryMib\":40960},"             \
+        "{\"name\":\"2g.20gb\",\"count\":3}]}}"
+#define IT(spec, detail)                                                                           \
+        "{\"apiVersion\":\"worker.gpustack.ai/v1alpha1\",\"kind\":\"InstanceType\","               \
+        "\"metadata\":{\"name\":\"h100\",\"labels\":{\"schedule.gpustack.ai/queue-entrance\":"     \
+        "\"q\"}}," spec ",\"status\":{\"phase\":\"Active\",\"detail\":{" detail "}}}"
+#define MFR "\"manufacturer\":\"nvidia\",\"product\":\"NVIDIA H100 80GB HBM3\","
+
+static const char *const shapes[] = {
+    IT(SPEC, MFR "\"memory\":\"81920Mi\"," SLICED_DETAIL),
+    IT(SPEC, MFR "\"memory\":\"80Gi\"," SLICED_DETAIL),
+    IT(SPEC_WITH(",\"memory\":\"80Gi\""), SLICED_DETAIL),
+    IT(SPEC_WITH(",\"memory\":81920"), SLICED_DETAIL),
+};
+static const char *const shape_names[] = {
+    "status.detail.memory 81920Mi",
+    "status.detail.memory 80Gi",
+    "spec.memory \"80Gi\" (older upstream)",
+    "spec.memory 81920 (MiB, former rendering)",
+};
+
+/* Not computed yet: the detail without a memory, and a type with no status at all. */
+static const char not_ready[] = IT(SPEC, MFR SLICED_DETAIL);
+static const char bare[] = "{\"metadata\":{\"name\":\"h100\"}," SPEC "}";
+
+static json_t *current; /* the one InstanceType the lookup finds */
+
+static json_t *by_entrance(void *ctx, const char *lq, size_t *matches)
+{
+        (void)ctx;
+        *matches = current && !strcmp(lq, "q");
+        return *matches ? json_incref(current) : NULL;
+}
+
+static struct tsr_webhook_lookup lookup;
+
+static void use(const char *text)
+{
+        json_decref(current);
+        current = json_fx_load(text);
+}
+
+static int setup(void **state)
+{
+        (void)state;
+        tsr_webhook_lookup_init(&lookup);
+        lookup.instancetype_by_entrance = by_entrance;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        json_decref(current);
+        current = NULL;
+        return 0;
+}
+
+/* ---- the Pods ------------------------------------------------------------------------------- */
+
+#define POD(limits)                                                                                \
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":"      \
+        "\"team-a\",\"labels\":{\"kueue.x-k8s.io/queue-name\":\"q\"}},\"spec\":{\"containers\":"   \
+        "[{\"name\":\"main\",\"image\":\"vllm\",\"resources\":{\"limits\":{" limits "},"           \
+        "\"requests\":{" limits "}}}]}}"
+
+#define SLICE_PCT                                                                                  \
+        POD("\"nvidia.com/gpu.sliced\":\"1\",\"nvidia.com/gpu.sliced.memory-percentage\":\"50\"")
+#define SLICE_MIB                                                                                  \
+        POD("\"nvidia.com/gpu.sliced\":\"1\",\"nvidia.com/gpu.sliced.memory-mib\":\"20480\"")
+#define PARTITION                                                                                  \
+        POD("\"nvidia.com/gpu.partitioned\":\"1\","                                                \
+            "\"nvidia.com/gpu.partitioned.mig-3g.40gb\":\"1\"")
+#define PARTITION_UNSIZED                                                                          \
+        POD("\"nvidia.com/gpu.partitioned\":\"1\","                                                \
+            "\"nvidia.com/gpu.partitioned.mig-2g.20gb\":\"1\"")
+#define EXCLUSIVE POD("\"nvidia.com/gpu\":\"2\"")
+#define SHARED    POD("\"nvidia.com/gpu.shared\":\"1\"")
+#define CPU_ONLY  POD("\"cpu\":\"2\"")
+#define MIXED     POD("\"nvidia.com/gpu\":\"1\",\"nvidia.com/gpu.sliced\":\"1\"")
+
+struct fold {
+        const char *name, *pod;
+        const char *key; /* the folded key, and its value */
+        const char *units;
+};
+
+static const struct fold folds[] = {
+    {"a 50% slice", SLICE_PCT, "nvidia.com/gpu.sliced.units", "800000"},
+    {"a 20480 MiB slice", SLICE_MIB, "nvidia.com/gpu.sliced.units", "400000"},
+    {"a 3g.40gb partition", PARTITION, "nvidia.com/gpu.partitioned.units", "800000"},
+};
+
+static const char *resource(json_t *pod, const char *list, const char *key)
+{
+        json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+
+        return json_string_value(
+            json_object_get(json_object_get(json_object_get(c, "resources"), list), key));
+}
+
+static int mutate(const char *pod, struct tsr_verdict *v, struct tsr_diag *d)
+{
+        return review_fx_run(tsr_webhook_pod_mutate, &lookup, "CREATE", "team-a", pod, NULL, v, d);
+}
+
+static int validate(const char *pod, struct tsr_verdict *v, struct tsr_diag *d)
+{
+        return review_fx_run(tsr_webhook_pod_validate, &lookup, "CREATE", "team-a", pod, NULL, v,
+                             d);
+}
+
+/* ---- the tests ------------------------------------------------------------------------------ */
+
+/* Every shape of the memory folds the same Pods to the same patched object. */
+static void test_pod__every_memory_shape_folds_alike(void **state)
+{
+        (void)state;
+        for (size_t f = 0; f < N_ELEMS(folds); f++) {
+                json_t *first = NULL;
+
+                for (size_t s = 0; s < N_ELEMS(shapes); s++) {
+                        struct tsr_verdict v;
+                        struct tsr_diag d;
+                        int rc;
+
+                        use(shapes[s]);
+                        rc = mutate(folds[f].pod, &v, &d);
+                        if (rc || !v.allowed || !v.patched)
+                                fail_msg("%s against %s: rc %s (%s), allowed %d, %d %s",
+                                         folds[f].name, shape_names[s], tsr_err_name(rc), d.msg,
+                                         v.allowed, v.code, v.message);
+                        for (int l = 0; l < 2; l++) {
+                                const char *list = l ? "limits" : "requests";
+                                const char *got = resource(v.patched, list, folds[f].key);
+
+                                if (!got || strcmp(got, folds[f].units))
+                                        fail_msg("%s against %s: %s[%s] = %s, want %s",
+                                                 folds[f].name, shape_names[s], list, folds[f].key,
+                                                 got ? got : "(none)", folds[f].units);
+                        }
+                        if (!first) {
+                                first = v.patched;
+                        } else {
+                                if (!json_equal(first, v.patched)) {
+                                        char *a = json_fx_dump(first), *b = json_fx_dump(v.patched);
+
+                                        fail_msg("%s: %s patches\n  %s\nbut %s patches\n  %s",
+                                                 folds[f].name, shape_names[0], a, shape_names[s],
+                                                 b);
+                                }
+                                json_decref(v.patched);
+                        }
+                        rc = validate(folds[f].pod, &v, &d);
+                        if (rc || !v.allowed)
+                                fail_msg("%s against %s: validation rc %s, allowed %d (%s)",
+                                         folds[f].name, shape_names[s], tsr_err_name(rc), v.allowed,
+                                         v.message);
+                }
+                json_decref(first);
+        }
+}
+
+/* Before the detail is computed: no fold, no memory needed; a fold retries. */
+static void test_pod__no_memory_yet(void **state)
+{
+        static const char *const admitted[] = {EXCLUSIVE, SHARED, CPU_ONLY};
+        static const char *const retried[] = {SLICE_PCT, SLICE_MIB, PARTITION};
+        static const char *const types[] = {not_ready, bare};
+        static const char memory_retry[] = "the accelerator memory of the InstanceType behind "
+                                           "queue q is not ready yet; retry";
+        static const char profiles_retry[] = "the partition profiles of the InstanceType behind "
+                                             "queue q are not ready yet; retry";
+
+        (void)state;
+        for (size_t t = 0; t < N_ELEMS(types); t++) {
+                struct tsr_verdict v;
+                struct tsr_diag d;
+
+                use(types[t]);
+                for (size_t i = 0; i < N_ELEMS(admitted); i++) {
+                        assert_int_equal(mutate(admitted[i], &v, &d), 0);
+                        if (!v.allowed)
+                                fail_msg("type %zu, Pod %zu: mutation denied %d %s", t, i, v.code,
+                                         v.message);
+                        if (i == 0) { /* exclusive: admitted unchanged */
+                                json_t *pod = json_fx_load(admitted[i]);
+
+                                assert_true(v.patched && json_equal(v.patched, pod));
+                                json_decref(pod);
+                        }
+                        json_decref(v.patched);
+                        assert_int_equal(validate(admitted[i], &v, &d), 0);
+                        if (!v.allowed)
+                                fail_msg("type %zu, Pod %zu: validation denied %d %s", t, i, v.code,
+                                         v.message);
+                }
+                for (size_t i = 0; i < N_ELEMS(retried); i++) {
+                        int (*half[2])(const char *, struct tsr_verdict *,
+                                       struct tsr_diag *) = {mutate, validate};
+
+                        for (int h = 0; h < 2; h++) {
+                                assert_int_equal(half[h](retried[i], &v, &d), 0);
+                                assert_false(v.allowed);
+                                assert_null(v.patched);
+                                assert_int_equal(v.code, 503);
+                                assert_string_equal(v.message, memory_retry);
+                        }
+                }
+                /* A Pod-wide rule needs no memory: denied for good, by the validating half. */
+                assert_int_equal(validate(MIXED, &v, &d), 0);
+                assert_false(v.allowed);
+                assert_int_equal(v.code, 403);
+                assert_non_null(strstr(v.message, "a Pod may request only one accelerator "
+                                                  "family, found [exclusive sliced]"));
+        }
+        /* The memory is there, the profile's memoryMib is not yet. */
+        {
+                struct tsr_verdict v;
+                struct tsr_diag d;
+
+                use(shapes[0]);
+                assert_int_equal(mutate(PARTITION_UNSIZED, &v, &d), 0);
+                assert_int_equal(v.code, 503);
+                assert_string_equal(v.message, profiles_retry);
+        }
+}
+
+/* A memory that is there but malformed: a clear error for a folding Pod, no harm to the rest. */
+static void test_pod__malformed_memory(void **state)
+{
+        static const struct {
+                const char *it, *msg;
+        } rows[] = {
+            {IT(SPEC, MFR "\"memory\":\"eighty\"," SLICED_DETAIL),
+             "parse memory \"eighty\" of instance type h100 (status.detail.memory): quantities "
+             "must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
+            {IT(SPEC_WITH(",\"memory\":\"eighty\""), SLICED_DETAIL),
+             "parse memory \"eighty\" of instance type h100 (spec.memory): quantities must match "
+             "the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
+            {IT(SPEC, MFR "\"memory\":\"0\"," SLICED_DETAIL),
+             "instance type h100 has non-positive memory \"0\" (status.detail.memory)"},
+            {IT(SPEC_WITH(",\"memory\":-1"), SLICED_DETAIL),
+             "instance type h100 has non-positive memory -1 (spec.memory, MiB)"},
+        };
+
+        (void)state;
+        for (size_t i = 0; i < N_ELEMS(rows); i++) {
+                struct tsr_verdict v;
+                struct tsr_diag d;
+
+                use(rows[i].it);
+                assert_int_equal(mutate(SLICE_MIB, &v, &d), TSR_EPARSE);
+                assert_null(v.patched);
+                assert_string_equal(d.msg, rows[i].msg);
+                assert_int_equal(validate(PARTITION, &v, &d), TSR_EPARSE);
+                assert_string_equal(d.msg, rows[i].msg);
+                assert_int_equal(mutate(EXCLUSIVE, &v, &d), 0);
+                assert_true(v.allowed);
+                json_decref(v.patched);
+        }
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(test_pod__every_memory_shape_folds_alike, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_pod__no_memory_yet, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pod__malformed_memory, setup, teardown),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
