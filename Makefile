@@ -1,9 +1,12 @@
 # Newcomers: `make demo` runs the H100 MIG walkthrough, `make test` runs every test suite.
-# Both install the Debian packages they need (tools/setup.sh), configure build/ once and compile.
+# Both install the Debian packages they need (tools/setup.sh), configure build/ once and compile;
+# `make test` also builds the tests' real control plane (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager, kubectl, Kueue, helm, the grpc-go fake kubelet) from their pinned Go
+# modules once per machine (tools/peers.sh; the first time takes about 20 minutes on 2 cores).
 
 BUILD_DIR := build
 
-.PHONY: all build demo test replay clean
+.PHONY: all build peers demo test replay clean
 
 all: build
 
@@ -14,10 +17,13 @@ build:
 	fi
 	meson compile -C $(BUILD_DIR)
 
+peers:
+	bash tools/peers.sh build
+
 demo: build
 	./$(BUILD_DIR)/src/cli/tessera sim examples/h100-mig-walkthrough.yaml
 
-test: build
+test: build peers
 	@rc=0; meson test -C $(BUILD_DIR) --print-errorlogs || rc=$$?; \
 	python3 tools/ci/summarize.py $(BUILD_DIR) || rc=1; \
 	exit $$rc
