@@ -195,7 +195,7 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                                      pr.accelerator,
                                      pr.cpu,
                                      "Active",
-                                     pr.partitions[0] ? pr.partitions : "<none>"};
+                                     pr.partitions};
                 rc = sim_table_row(&t, row);
         }
         if (!rc && name && !shown)

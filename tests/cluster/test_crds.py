@@ -13,8 +13,10 @@ PHASE and `-o wide` adds PARTITIONS; the KV kinds' columns), the short names and
 category.
 
 With TESSERA, also: the InstanceType and Devices objects `tessera sim` prints for one 8 x H100 node
-are created (spec, then status) on the real server and must be accepted with no field pruned; a
-failure lists each rejected or pruned field.
+(GPUs 0-2 in MIG mode, so both populations and the PARTITIONS cell show) are created (spec, then
+status) on the real server and must be accepted with no field pruned, a failure listing each
+rejected or pruned field; and the real kubectl's `get instancetypes` and `get instancetypes -o wide`
+over those objects print byte for byte what the simulator prints for the same cluster.
 
 Prints TAP.
 """
@@ -602,9 +604,12 @@ SCENARIO = """cluster:
     accelerators:
       model: NVIDIA H100 80GB HBM3
       count: 8
+      mig: [0, 1, 2]
 steps:
 - kubectl get instancetypes -o json
 - kubectl get devices node-h100 -o json
+- kubectl get instancetypes
+- kubectl get instancetypes -o wide
 """
 
 
@@ -617,8 +622,10 @@ def sim_outputs(tessera):
         r = subprocess.run([tessera, "sim", path], capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise RuntimeError("tessera sim exited %d: %s" % (r.returncode, r.stderr))
-    blocks = re.split(r"^\$ .*$", r.stdout, flags=re.M)[1:]
-    return [json.loads(b) for b in blocks]
+    blocks = re.split(r"^\$ .*\n", r.stdout, flags=re.M)[1:]
+    # Each step's output ends with the blank line the runner prints after it.
+    its, devs, table, wide = (b[:-1] if b.endswith("\n\n") else b for b in blocks)
+    return json.loads(its), json.loads(devs), table, wide
 
 
 def warn_call(cp, method, path, body):
@@ -682,11 +689,15 @@ def check_sim(t, cp, tessera):
         t.skip("the simulator's Devices object is accepted unpruned", "no TESSERA given")
         return
     try:
-        its, devs = sim_outputs(tessera)
+        its, devs, table, wide = sim_outputs(tessera)
     except Exception as e:  # noqa: BLE001 - reported as the two checks' failure
         t.ok(False, "the simulator's InstanceType objects are accepted unpruned", str(e))
         t.ok(False, "the simulator's Devices object is accepted unpruned", str(e))
         return
+    names = {it["metadata"]["name"] for it in its.get("items", [])}
+    for other in cp.api("GET", "/apis/worker.gpustack.ai/v1alpha1/instancetypes")["items"]:
+        if other["metadata"]["name"] not in names:
+            cp.api("DELETE", path_of(cp, other))
     # The round-trip objects above hold the same names; sim_object replaces them.
     problems = []
     for it in its.get("items", []):
@@ -696,6 +707,12 @@ def check_sim(t, cp, tessera):
              its.get("items", [])), "\n".join(problems))
     problems = sim_object(cp, "Devices", devs, "Devices %s" % devs["metadata"]["name"])
     t.ok(not problems, "the simulator's Devices object is accepted unpruned", "\n".join(problems))
+    for args, sim in ((("get", "instancetypes"), table), (("get", "instancetypes", "-o", "wide"),
+                                                            wide)):
+        r = cp.kubectl(*args)
+        t.ok(r.returncode == 0 and r.stdout == sim,
+             "the real `kubectl %s` prints what the simulator prints, byte for byte" % " ".join(args),
+             "kubectl:\n%s%s\nsimulator:\n%s" % (r.stdout, r.stderr, sim))
 
 
 def main():
