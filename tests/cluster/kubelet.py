@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(HERE, "..", "peers")
 sys.path.insert(0, PEERS)
 
-from drivers import Kubelet  # noqa: E402
+from drivers import Kubelet, kubelet_go_binary  # noqa: E402
 
 from controlplane import ApiError  # noqa: E402
 
@@ -55,11 +55,9 @@ def kubelet_argv(impl, plugin_dir, podres_dir):
     if impl == "node":
         return ["node", os.path.join(PEERS, "grpc-js", "kubelet.js"), "--plugin-dir", plugin_dir]
     if impl == "go":
-        binary = os.environ.get("TSR_KUBELET_GO")
+        binary = kubelet_go_binary()
         if not binary:
-            from controlplane import peers_bin
-
-            binary = os.path.join(peers_bin(), "fake-kubelet-go")
+            raise RuntimeError("the grpc-go fake kubelet is not built: run tools/peers.sh build")
         return [binary, "--plugin-dir", plugin_dir, "--podres-dir", podres_dir, "--no-rate-limit"]
     raise ValueError("unknown fake kubelet %r" % impl)
 

@@ -2,13 +2,15 @@
 """device_manager.py TESSERA FAKE_APISERVER GEN_CERTS PEERS_DIR [IMPL] - the real
 `tessera device-manager` binary on a node of eight fake H100 80GB HBM3 (GPUs 0-2 MIG on, 3-7
 off; --fake with its state in a file), driven by a fake kubelet (IMPL: "python", the default,
-tests/peers/fake_kubelet.py on python3-grpcio; or "node", tests/peers/grpc-js/kubelet.js on
-@grpc/grpc-js) as the kubelet drives device plugins (spec/kubernetes-contracts.md §2), with the
-fake API server (tests/peers/fake_apiserver.py) holding the node's Pods.
+tests/peers/fake_kubelet.py on python3-grpcio; "node", tests/peers/grpc-js/kubelet.js on
+@grpc/grpc-js; or "go", the tests/peers/kubelet-go binary on grpc-go and the kubelet's own
+generated stubs, found through TSR_KUBELET_GO or tools/peers.sh) as the kubelet drives device plugins
+(spec/kubernetes-contracts.md §2), with the fake API server (tests/peers/fake_apiserver.py)
+holding the node's Pods.
 
 Checked, in order: every family's plugin registers (exclusive, shared, sliced, partitioned,
-visibility) and lists its tokens with their health; the node's Devices object and fit labels are
-published through the API server; Allocate of every family through the
+visibility) and lists its tokens with their health; the node's Devices object (the upstream
+shape) and fit labels are published through the API server; Allocate of every family through the
 kubelet's preferred-allocation path, with the container named by pod-resources (the grpc-js
 kubelet serves none: there the device manager names it by the node's pending Pods), the env the
 container gets and the allocation annotation recorded on the Pod; health moving on
@@ -20,7 +22,8 @@ manager restart (SIGTERM exits 0 and removes its sockets) that re-registers and 
 partition's instance for the same container (without pod-resources: refuses to guess it,
 FailedPrecondition); and nothing but log lines on stderr.
 
-Prints TAP. Without node_modules for IMPL=node every check is skipped.
+Prints TAP. Without node_modules for IMPL=node, or without an executable TSR_KUBELET_GO for
+IMPL=go, every check is skipped.
 """
 import json
 import os
@@ -178,6 +181,15 @@ def check_published(api):
     dev = eventually_value(devices)
     ok(dev and len(dev["spec"]["groups"][0]["accelerators"]) == 8,
        "the Devices object of the node is created: 8 accelerators, a status ledger", dev)
+    accs = dev["spec"]["groups"][0]["accelerators"] if dev else []
+    ok([sorted(a["status"]) for a in accs] == [["physicalSliced", "unhealthy"]] * 3
+       + [["logicalSliced", "unhealthy"]] * 5
+       and accs[0]["topology"]["pciBusId"] == "00000000:8D:00.0"
+       and [p["placements"] for p in accs[0]["status"]["physicalSliced"]["profiles"]
+            if p["name"] == "7g.80gb"] == [[{"start": 0, "length": 8}]]
+       and "physical" in dev["spec"]["groups"][0]["acceleratorSlicedDetail"],
+       "its spec has the upstream shape: GPUs 0-2 physicalSliced, 3-7 logicalSliced, the "
+       "driver's bus ids", accs[:1])
     labels = eventually_value(lambda: {k: v for k, v in api.request(
         "GET", "/api/v1/nodes/" + NODE)["metadata"].get("labels", {}).items()
         if ".fit.gpustack.ai/" in k})
@@ -289,10 +301,18 @@ def main():
     tessera, fake_script, gen_certs, peers = sys.argv[1:5]
     impl = sys.argv[5] if len(sys.argv) > 5 else "python"
     sys.path.insert(0, peers)
-    from drivers import ApiServer, Kubelet, write_kubeconfig  # noqa: E402
+    from drivers import ApiServer, Kubelet, kubelet_go_binary, write_kubeconfig  # noqa: E402
     if impl == "node" and not os.path.isdir(os.path.join(peers, "grpc-js", "node_modules")):
         print("1..0 # SKIP tests/peers/grpc-js/node_modules is missing (npm ci)")
         return 0
+    go_bin = kubelet_go_binary()
+    if impl == "go" and not (go_bin and os.path.isfile(go_bin) and os.access(go_bin, os.X_OK)):
+        print("1..0 # SKIP the grpc-go fake kubelet is not built (tools/peers.sh build; or set "
+              "TSR_KUBELET_GO)")
+        return 0
+    if impl not in ("python", "node", "go"):
+        print("1..1\nnot ok 1 - a known fake kubelet: %r is none of python, node, go" % impl)
+        return 1
     d = tempfile.mkdtemp(prefix="tsr-dm-")
     api = kubelet = dm = None
     try:
@@ -303,14 +323,17 @@ def main():
         api = ApiServer(fake_script, d)
         kc = os.path.join(d, "kubeconfig")
         write_kubeconfig(kc, api.port, os.path.join(d, "ca.crt"))
-        argv = ([sys.executable, os.path.join(peers, "fake_kubelet.py"), "--plugin-dir", pdir,
-                 "--podres-dir", podres, "--no-rate-limit"] if impl == "python" else
-                ["node", os.path.join(peers, "grpc-js", "kubelet.js"), "--plugin-dir", pdir])
+        argv = {
+            "python": [sys.executable, os.path.join(peers, "fake_kubelet.py"), "--plugin-dir", pdir,
+                       "--podres-dir", podres, "--no-rate-limit"],
+            "node": ["node", os.path.join(peers, "grpc-js", "kubelet.js"), "--plugin-dir", pdir],
+            "go": [go_bin, "--plugin-dir", pdir, "--podres-dir", podres, "--no-rate-limit"],
+        }[impl]
         kubelet = Kubelet(argv)
         api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
                                      "metadata": {"name": NODE, "labels": {}}})
         dm = DeviceManager(tessera, d, kc, pdir, podres)
-        node = Node(api, kubelet, impl == "python")
+        node = Node(api, kubelet, impl in ("python", "go"))  # the fakes serving pod-resources
         node.d = d
         check_registration(kubelet)
         check_published(api)

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """check_fake_kubelet.py - checks the fake kubelets (fake_kubelet.py on python3-grpcio, grpc-js/kubelet.js on
-@grpc/grpc-js) against an independent toy device plugin written here with python3-grpcio (a DevicePlugin
-server and its Register client), through the fakes' JSON control protocol (spec §2.2, §2.3).
+@grpc/grpc-js, kubelet-go on grpc-go with the kubelet's generated stubs) against an independent toy device
+plugin written here with python3-grpcio (a DevicePlugin server and its Register client), through the fakes'
+JSON control protocol (spec §2.2, §2.3).
 
 Each implementation runs the same sequence in a fresh directory: start-up cleanup, register with dial-back
 (GetDevicePluginOptions answered while Register is still open), ListAndWatch capacity/allocatable, health
 propagation, allocation with GetPreferredAllocation, a failing Allocate, exhaustion, PreStartContainer,
 Register errors (bad version, bad names, options failure, plugin not serving: the 10 s dial), a dropped
 ListAndWatch stream (unhealthy, no redial), re-registration, kubelet restart (sockets deleted, the plugin
-registers again, allocations survive). The pod-resources checks run against the Python fake only (the node
-one has no pod-resources server; they are TAP "# SKIP" there). The node run is "# SKIP" when
-tests/peers/grpc-js/node_modules or node is missing.
+registers again, allocations survive). The pod-resources checks run against the Python and Go fakes (the
+node one has no pod-resources server; they are TAP "# SKIP" there). The node run is "# SKIP" when
+tests/peers/grpc-js/node_modules or node is missing; the Go run is "# SKIP" when the tests/peers/kubelet-go binary is not built
+(TSR_KUBELET_GO, else the one tools/peers.sh built).
 """
 
 import json
@@ -28,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import grpc  # noqa: E402
-from drivers import Kubelet  # noqa: E402
+from drivers import Kubelet, kubelet_go_binary  # noqa: E402
 from protos import deviceplugin as dp, podresources as pr  # noqa: E402
 
 GPU, BAR, BAD = "example.com/gpu", "example.com/bar", "example.com/broken"
@@ -63,6 +65,7 @@ CHECKS = [
     ("restart-keep", "allocations survive the restart (checkpoint): still not available"),
 ]
 PODRES_CHECKS = {k for k, _ in CHECKS if k.startswith("pr-")}
+PODRES_IMPLS = {"python", "go"}     # the fakes with a pod-resources server
 
 
 class Tap:
@@ -288,7 +291,7 @@ def run_impl(tap, impl, argv_for):
     fake = Kubelet(argv_for(pdir, podres_dir))
     plugins = []
     try:
-        _sequence(r, fake, pdir, podres_dir, plugins, impl == "python")
+        _sequence(r, fake, pdir, podres_dir, plugins, impl in PODRES_IMPLS)
     except Exception as e:  # noqa: BLE001 - the remaining checks fail with the reason
         r.rest(False, "aborted: %s: %s" % (type(e).__name__, e))
     finally:
@@ -500,11 +503,17 @@ def main():
     impls = [("python", lambda d, p: [sys.executable, os.path.join(HERE, "fake_kubelet.py"),
                                        "--plugin-dir", d, "--podres-dir", p])]
     impls.append(("node", lambda d, p: [node, os.path.join(node_dir, "kubelet.js"), "--plugin-dir", d]))
+    go_bin = kubelet_go_binary()
+    impls.append(("go", lambda d, p: [go_bin, "--plugin-dir", d, "--podres-dir", p]))
     tap = Tap(impls)
     for name, argv_for in impls:
         if name == "node" and (not node or not os.path.isdir(os.path.join(node_dir, "node_modules"))):
             Run(tap, name).rest(True, "node or tests/peers/grpc-js/node_modules missing "
                                       "(npm ci --prefix tests/peers/grpc-js)")
+            continue
+        if name == "go" and not (go_bin and os.path.isfile(go_bin) and os.access(go_bin, os.X_OK)):
+            Run(tap, name).rest(True, "the grpc-go fake kubelet is not built "
+                                      "(tools/peers.sh build; or set TSR_KUBELET_GO)")
             continue
         run_impl(tap, name, argv_for)
     sys.exit(1 if tap.failed else 0)

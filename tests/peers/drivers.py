@@ -1,8 +1,9 @@
 """drivers.py - the test peers as processes, for the integration tests that run tessera's real
 binaries against them: the fake API server (fake_apiserver.py: prints "READY <port>", exits at
-EOF on stdin) and the fake kubelets (fake_kubelet.py or grpc-js/kubelet.js: a line-oriented JSON
-control protocol, documented in fake_kubelet.py), plus the kubeconfig that points a client at the
-fake API server, and `eventually`, the polling wait the checks share.
+EOF on stdin) and the fake kubelets (fake_kubelet.py, grpc-js/kubelet.js or the kubelet-go
+binary: a line-oriented JSON control protocol, documented in fake_kubelet.py), plus the
+kubeconfig that points a client at the fake API server, and `eventually`, the polling wait the
+checks share.
 
 Nothing here checks anything: the drivers start, talk to and stop the peers.
 """
@@ -16,6 +17,21 @@ import time
 import urllib.request
 
 TOKEN = "tessera-test-token"
+PEERS_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                            "peers.sh")
+
+
+def kubelet_go_binary():
+    """The grpc-go fake kubelet (tests/peers/kubelet-go): $TSR_KUBELET_GO, else the one
+    tools/peers.sh built; None when neither is an executable."""
+    path = os.environ.get("TSR_KUBELET_GO")
+    if not path:
+        bindir = os.environ.get("TSR_PEERS_BIN")
+        if not bindir:
+            r = subprocess.run(["bash", PEERS_SCRIPT, "bin"], capture_output=True, text=True)
+            bindir = r.stdout.strip() if r.returncode == 0 else ""
+        path = os.path.join(bindir, "fake-kubelet-go") if bindir else ""
+    return path if path and os.access(path, os.X_OK) else None
 
 
 def eventually(pred, timeout=10.0, interval=0.05):
@@ -84,8 +100,8 @@ def write_kubeconfig(path, port, ca, token=TOKEN):
 
 
 class Kubelet:
-    """A fake kubelet process (argv: fake_kubelet.py or node kubelet.js with its flags), driven
-    through its JSON control protocol; call() returns the reply object."""
+    """A fake kubelet process (argv: fake_kubelet.py, node kubelet.js or kubelet-go's binary with
+    its flags), driven through its JSON control protocol; call() returns the reply object."""
 
     def __init__(self, argv):
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
