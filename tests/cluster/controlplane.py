@@ -30,10 +30,15 @@ True) keeps the work directory and prints where each component's log is; a clean
 
 Use as a module:
     with ControlPlane("webhook") as cp:  cp.api("GET", "/api/v1/nodes"); cp.kubectl("get", "nodes")
-or as a process, for tests written in C (tests/cluster/cluster.c):
+or as a process, for tests written in C (tests/cluster/cluster.c, tests/integration/
+cluster_apiserver.c):
     controlplane.py serve [--no-kueue] [--no-scheduler] [--no-controller-manager] [--user U]
-prints one JSON line {"event": "ready", "url", "ca", "kubeconfig", "token", "dir", "client_cert",
-"client_key"} and runs until stdin reaches EOF (or a "fail" line: keep the logs), then tears down.
+                          [--crds DIR ...] [--kueue-crds]
+prints one JSON line {"event": "ready", "url", "ca", "kubeconfig", "token", "tokens", "dir",
+"client_cert", "client_key", "timings", "crds"} and runs until stdin reaches EOF (or a "fail" line:
+keep the logs), then tears down. --crds DIR (repeatable) installs every CustomResourceDefinition of
+DIR/*.yaml (install_crds) before the ready line; --kueue-crds installs Kueue's CRDs without starting
+Kueue (for --no-kueue); "crds" lists the names installed either way, all Established and served.
 """
 
 import atexit
@@ -142,8 +147,21 @@ def make_leaf(d, ca, name, subject, sans=None, client=False, days=7):
     return os.path.join(d, name + ".crt"), os.path.join(d, name + ".key")
 
 
+def _detach_and_die_with_parent():
+    """In the child, before exec: a process group of its own (stop() signals the group), and
+    SIGKILL when the harness dies, even by SIGKILL, so no component outlives its suite."""
+    import ctypes
+
+    os.setsid()
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the harness already died between fork and prctl
+        os._exit(1)
+
+
 class Process:
-    """One component: its command, its log file, its own process group."""
+    """One component: its command, its log file, its own process group, killed with the
+    harness."""
 
     def __init__(self, name, argv, log_dir, env=None):
         self.name = name
@@ -153,7 +171,7 @@ class Process:
         full_env.update(env or {})
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=full_env,
-                                     start_new_session=True)
+                                     preexec_fn=_detach_and_die_with_parent)
 
     def alive(self):
         return self.proc.poll() is None
@@ -639,6 +657,30 @@ class ControlPlane:
             eventually(lambda: any(r["name"] == plural for r in self.api(
                 "GET", "/apis/%s/%s" % (group, version))["resources"]), timeout)
 
+    def install_crds(self, paths, timeout=60):
+        """Creates (or updates) the objects of the YAML files at paths (a directory stands for
+        its *.yaml, sorted) and waits until every CustomResourceDefinition among them is
+        Established and in discovery. Returns the CRD names, in order."""
+        import yaml
+
+        files = []
+        for p in paths:
+            if os.path.isdir(p):
+                files.extend(sorted(os.path.join(p, f) for f in os.listdir(p)
+                                    if f.endswith((".yaml", ".yml"))))
+            else:
+                files.append(p)
+        names = []
+        for p in files:
+            with open(p) as f:
+                for doc in yaml.safe_load_all(f):
+                    if doc:
+                        self.ensure(doc)
+                        if doc.get("kind") == "CustomResourceDefinition":
+                            names.append(doc["metadata"]["name"])
+        self.wait_established(names, timeout)
+        return names
+
     def kubectl(self, *args, stdin=None, check=False, kubeconfig=None):
         """Runs the real kubectl against this control plane; returns the CompletedProcess."""
         r = subprocess.run([os.path.join(self.bin, "kubectl"), "--kubeconfig",
@@ -687,19 +729,32 @@ def serve(argv):
     ap.add_argument("--no-controller-manager", action="store_true")
     ap.add_argument("--suite", default="serve")
     ap.add_argument("--user", action="append", default=[], help="a user with a token of its own")
+    ap.add_argument("--crds", action="append", default=[], metavar="DIR",
+                    help="install the CRDs of DIR/*.yaml (repeatable)")
+    ap.add_argument("--kueue-crds", action="store_true",
+                    help="install Kueue's CRDs without starting Kueue")
     args = ap.parse_args(argv)
     cp = ControlPlane(args.suite, kueue=not args.no_kueue, scheduler=not args.no_scheduler,
                       controller_manager=not args.no_controller_manager, users=args.user)
+    crds = []
     try:
         cp.start()
+        t = time.monotonic()
+        if args.kueue_crds and args.no_kueue:
+            crds += cp.install_crds([os.path.join(cp.kueue_share(), "crds")])
+        if args.crds:
+            crds += cp.install_crds(args.crds)
+        if crds:
+            cp.timings["crds"] = time.monotonic() - t
     except Exception as e:  # noqa: BLE001 - reported to the caller as one line
         print(json.dumps({"event": "error", "error": str(e)}), flush=True)
         cp.stop(failed=True)
         return 1
-    print(json.dumps({"event": "ready", "url": cp.url, "ca": cp.ca, "kubeconfig": cp.kubeconfig,
+    print(json.dumps({"event": "ready", "pids": {n: p.proc.pid for n, p in cp.procs.items()},
+                      "url": cp.url, "ca": cp.ca, "kubeconfig": cp.kubeconfig,
                       "token": ADMIN_TOKEN, "tokens": cp.users, "dir": cp.dir,
                       "client_cert": cp.client_cert, "client_key": cp.client_key,
-                      "timings": cp.timings}), flush=True)
+                      "timings": cp.timings, "crds": crds}), flush=True)
     failed = False
     for line in sys.stdin:
         if line.strip() == "fail":
@@ -711,5 +766,5 @@ def serve(argv):
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "serve":
         sys.exit(serve(sys.argv[2:]))
-    sys.stderr.write("usage: controlplane.py serve [--no-kueue] [--no-scheduler] [--no-controller-manager] [--user U]\n")
+    sys.stderr.write("usage: controlplane.py serve [--no-kueue] [--no-scheduler] [--no-controller-manager] [--user U] [--crds DIR] [--kueue-crds]\n")
     sys.exit(2)
