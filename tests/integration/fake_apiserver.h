@@ -4,6 +4,23 @@
  * kubeconfig pointing at the fake, and a control client (tsr_kube_client) for the /_test/
  * commands and for creating, patching and deleting objects through the real REST API.
  *
+ * Only for faults a real server does not make on demand: the tests' normal behaviour runs on the
+ * real kube-apiserver (cluster_apiserver.h). The cases that still use this fake, one a line:
+ *   test_kube_client.c test_watch_gone_http: HTTP 410 on a watch (watch410 "http")
+ *   test_kube_client.c test_watch_dropped: a watch cut without its end (drop)
+ *   test_kube_client.c test_retry_after: 429 with Retry-After (fail)
+ *   test_kube_cache.c test_bookmarks: BOOKMARKs every 0.2 s that other kinds move; compact
+ *   test_kube_cache.c test_compaction_event: compaction under held watches: ERROR 410
+ *   test_kube_cache.c test_compaction_http: the same as HTTP 410
+ *   test_kube_cache.c test_expire_mid_stream: ERROR 410 on live watches (expire)
+ *   test_kube_cache.c test_dropped_watch: every watch cut (drop)
+ *   test_kube_cache.c test_failures_backoff: injected 500s (fail)
+ *   test_kube_cache.c test_not_found_later_keeps_objects: injected 404s after the first list
+ *   test_kube_cache.c test_token_rotation: a token revoked mid-run (token)
+ *   test_kube_cache.c test_shutdown_held_and_gone: watch requests held (pause); server gone
+ *   test_dm_publish.c test_api_errors: injected 500s (fail); the patch Content-Types
+ * tests/peers/fake_apiserver.py's header says why at more length.
+ *
  * The interpreter, the fake and the certificate script come from the environment the meson test
  * sets (TSR_PYTHON, TSR_FAKE_APISERVER, TSR_GEN_CERTS). Every helper fails the running cmocka
  * test with a message when something does not work.

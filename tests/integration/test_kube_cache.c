@@ -1,36 +1,46 @@
 /*
- * test_kube_cache.c - kube/cache against the fake API server (tests/peers/fake_apiserver.py) over
- * TLS on loopback, through a kubeconfig with a CA file and a tokenFile, as a deployment would run
- * it outside a cluster.
+ * test_kube_cache.c - kube/cache over TLS on loopback, through a kubeconfig with a CA file and a
+ * tokenFile, as a deployment would run it outside a cluster: against a real kube-apiserver
+ * (tests/cluster/controlplane.py through cluster_apiserver.h, with tessera's CRDs and Kueue's
+ * installed) for everything a real server does, and against the fake API server
+ * (tests/peers/fake_apiserver.py) for the faults only it makes on demand. Each world has its own
+ * server, client and cache (small backoff, page size 2 so the lists page).
  *
- * In order, on one fake and one cache (small backoff, page size 2 so the lists page):
+ * On the real server, in order:
  *   initial sync       wait_synced; every pre-created object is found (cluster-scoped by name,
- *                      LocalQueues by namespace and name); unknown names and namespaces are NULL
+ *                      LocalQueues by namespace and name); unknown names and namespaces are NULL;
+ *                      the first list of three InstanceTypes took two LIST requests (the server's
+ *                      own counters); every watcher of the webhook's mask watches, none of Pods
  *   events             ADDED, MODIFIED, DELETED of each kind show up; a reference taken before a
  *                      MODIFIED still reads the old object (objects are replaced, never edited);
- *                      four reader threads look objects up the whole time (for TSan)
+ *                      four reader threads look objects up the whole time (for TSan); no re-list
  *   entrance           instancetype_by_entrance with 0, 1 and 2 matches, and back to 1
+ *   node pods          a second cache, Pods only, for one node: the server's field selector keeps
+ *                      the Pods of other nodes and unscheduled ones out of both the list and the
+ *                      watch; lookups by name and uid, the snapshot; the change callback fires
+ *                      (outside the lock: it reads the cache) on the first list and on each
+ *                      ADDED, MODIFIED and DELETED, for the Pods only; the webhook's resources
+ *                      are not watched; bad masks and a missing node name are refused
+ *   shutdown (idle)    tsr_kube_cache_free returns promptly with watches open
+ * On the fake, in order (faults):
  *   bookmarks          a change to another resource moves the InstanceType watcher's
- *                      resourceVersion through BOOKMARK events alone
+ *                      resourceVersion through BOOKMARK events alone (the fake's 0.2 s
+ *                      bookmarks; a real server's come once a minute); after a compaction and
+ *                      cut watches, resuming from the bookmark needs no list
  *   compaction (event) watches held while objects change and history is compacted get an ERROR
  *                      event with a 410 Status: every watcher re-lists and the cache converges
  *   compaction (http)  the same with the fake answering the watch with HTTP 410
  *   expire mid-stream  an ERROR 410 on live watches re-lists too
  *   dropped watch      cut connections reconnect from the last resourceVersion without a list
  *   failures           injected 500s on re-watch are retried with backoff until they pass
+ *   404 later          injected 404s after the first list keep what the cache holds
  *   token rotation     the fake stops accepting the old token and the watches are cut: the 401s
  *                      are retried, and once the token file holds the new token the cache
  *                      recovers and sees changes made meanwhile
- *   node pods          a second cache, Pods only, for one node: the field selector keeps the
- *                      Pods of other nodes and unscheduled ones out of both the list and the
- *                      watch; lookups by name and uid, the snapshot; the change callback fires
- *                      (outside the lock: it reads the cache) on the first list and on each
- *                      ADDED, MODIFIED and DELETED, for the Pods only; the webhook's resources
- *                      are not watched; bad masks and a missing node name are refused
- *   shutdown           tsr_kube_cache_free returns promptly with watches open, with watches held
- *                      by the server, and while retrying against a dead server
+ *   shutdown           tsr_kube_cache_free returns promptly with watches held by the server
+ *                      (paused) and while retrying against a dead server
  *
- * The main cache runs with the default mask, the webhook's: it never lists or watches Pods.
+ * The main caches run with the default mask, the webhook's: they never list or watch Pods.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,6 +55,7 @@
 #include "kube/config.h"
 #include "kube/kubeconfig.h"
 
+#include "cluster_apiserver.h"
 #include "fake_apiserver.h"
 
 #include <pthread.h>
@@ -69,15 +80,19 @@ static bool webhook_watched(int r)
         return (TSR_KUBE_CACHE_WEBHOOK_RESOURCES & TSR_KUBE_CACHE_BIT(r)) != 0;
 }
 
+/* A server (real or fake), a client through a kubeconfig with a tokenFile, and a cache. */
 struct world {
-        char dir[256];
-        struct fake_apiserver fake;
+        struct cluster_apiserver *real; /* exactly one of real and fake */
+        struct fake_apiserver *fake;
+        char dir[256]; /* the fake's certificates and files */
         struct tsr_kube_client *client;
         struct tsr_kube_cache *cache;
         char token_file[512];
 };
 
-static struct world W;
+static struct cluster_apiserver C;
+static struct fake_apiserver F;
+static struct world R = {.real = &C}, FW = {.fake = &F};
 
 static long now_ms(void)
 {
@@ -94,7 +109,7 @@ static void sleep_ms(long ms)
         nanosleep(&ts, NULL);
 }
 
-/* Polls cond(arg) every 10 ms for up to WAIT_MS; fails the test with what when it stays false. */
+/* Polls expr every 10 ms for up to WAIT_MS; fails the test with what when it stays false. */
 #define EVENTUALLY(expr, what)                                                                     \
         do {                                                                                       \
                 long deadline_ = now_ms() + WAIT_MS;                                               \
@@ -105,35 +120,61 @@ static void sleep_ms(long ms)
                 }                                                                                  \
         } while (0)
 
+/* ---- writes, through the world's server ------------------------------------------------------ */
+
+static json_t *w_create(struct world *w, const char *collection, const char *object)
+{
+        return w->real ? cluster_create(w->real, collection, object)
+                       : fake_create(w->fake, collection, object);
+}
+
+static json_t *w_patch(struct world *w, const char *path, const char *patch)
+{
+        return w->real ? cluster_patch(w->real, path, patch) : fake_patch(w->fake, path, patch);
+}
+
+static void w_delete(struct world *w, const char *path)
+{
+        if (w->real)
+                cluster_delete(w->real, path);
+        else
+                fake_delete(w->fake, path);
+}
+
+/* An InstanceType the real CRD's schema keeps whole: spec.memory carries n. */
 static char *it_json(const char *name, const char *entrance, int n)
 {
-        static char buf[512];
+        static char buf[640];
 
         snprintf(buf, sizeof(buf),
                  "{\"apiVersion\":\"worker.gpustack.ai/v1alpha1\",\"kind\":\"InstanceType\","
-                 "\"metadata\":{\"name\":\"%s\",\"labels\":{%s%s%s}},\"spec\":{\"n\":%d}}",
+                 "\"metadata\":{\"name\":\"%s\",\"labels\":{%s%s%s}},"
+                 "\"spec\":{\"acceleratable\":false,\"os\":\"linux\",\"arch\":\"amd64\","
+                 "\"unitResources\":{\"cpu\":\"1\",\"ram\":\"1Gi\"},\"localStorage\":\"10Gi\","
+                 "\"memory\":%d}}",
                  name, entrance ? "\"schedule.gpustack.ai/queue-entrance\":\"" : "",
                  entrance ? entrance : "", entrance ? "\"" : "", n);
         return buf;
 }
 
-static void create_it(const char *name, const char *entrance, int n)
+static void create_it(struct world *w, const char *name, const char *entrance, int n)
 {
-        json_decref(fake_create(&W.fake, IT_PATH, it_json(name, entrance, n)));
+        json_decref(w_create(w, IT_PATH, it_json(name, entrance, n)));
 }
 
-static void create_cq(const char *name)
+/* A ClusterQueue of kueue.x-k8s.io/v1beta2 (spec.cohortName: v1beta1's spec.cohort is pruned). */
+static void create_cq(struct world *w, const char *name)
 {
         char buf[256];
 
         snprintf(buf, sizeof(buf),
                  "{\"apiVersion\":\"kueue.x-k8s.io/v1beta2\",\"kind\":\"ClusterQueue\","
-                 "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"cohort\":\"c\"}}",
+                 "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"cohortName\":\"c\"}}",
                  name);
-        json_decref(fake_create(&W.fake, CQ_PATH, buf));
+        json_decref(w_create(w, CQ_PATH, buf));
 }
 
-static void create_lq(const char *ns, const char *name)
+static void create_lq(struct world *w, const char *ns, const char *name)
 {
         char path[256], buf[256];
 
@@ -142,73 +183,75 @@ static void create_lq(const char *ns, const char *name)
                  "{\"apiVersion\":\"kueue.x-k8s.io/v1beta2\",\"kind\":\"LocalQueue\","
                  "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"clusterQueue\":\"cq\"}}",
                  name);
-        json_decref(fake_create(&W.fake, path, buf));
+        json_decref(w_create(w, path, buf));
 }
 
-static void patch_it(const char *name, const char *patch)
+static void patch_it(struct world *w, const char *name, const char *patch)
 {
         char path[256];
 
         snprintf(path, sizeof(path), IT_PATH "/%s", name);
-        json_decref(fake_patch(&W.fake, path, patch));
+        json_decref(w_patch(w, path, patch));
 }
 
-static void delete_it(const char *name)
+static void delete_it(struct world *w, const char *name)
 {
         char path[256];
 
         snprintf(path, sizeof(path), IT_PATH "/%s", name);
-        fake_delete(&W.fake, path);
+        w_delete(w, path);
 }
 
-static bool has_it(const char *name)
+/* ---- reads, from the world's cache ----------------------------------------------------------- */
+
+static bool has_it(struct world *w, const char *name)
 {
-        json_t *o = tsr_kube_cache_instancetype(W.cache, name);
+        json_t *o = tsr_kube_cache_instancetype(w->cache, name);
 
         json_decref(o);
         return o != NULL;
 }
 
-static bool has_cq(const char *name)
+static bool has_cq(struct world *w, const char *name)
 {
-        json_t *o = tsr_kube_cache_clusterqueue(W.cache, name);
+        json_t *o = tsr_kube_cache_clusterqueue(w->cache, name);
 
         json_decref(o);
         return o != NULL;
 }
 
-static bool has_lq(const char *ns, const char *name)
+static bool has_lq(struct world *w, const char *ns, const char *name)
 {
-        json_t *o = tsr_kube_cache_localqueue(W.cache, ns, name);
+        json_t *o = tsr_kube_cache_localqueue(w->cache, ns, name);
 
         json_decref(o);
         return o != NULL;
 }
 
-static long it_n(const char *name)
+static long it_n(struct world *w, const char *name)
 {
-        json_t *o = tsr_kube_cache_instancetype(W.cache, name);
-        long n =
-            o ? (long)json_integer_value(json_object_get(json_object_get(o, "spec"), "n")) : -1;
+        json_t *o = tsr_kube_cache_instancetype(w->cache, name);
+        long n = o ? (long)json_integer_value(json_object_get(json_object_get(o, "spec"), "memory"))
+                   : -1;
 
         json_decref(o);
         return n;
 }
 
-static struct tsr_kube_cache_stats stats(enum tsr_kube_cache_resource r)
+static struct tsr_kube_cache_stats stats(struct world *w, enum tsr_kube_cache_resource r)
 {
         struct tsr_kube_cache_stats s;
 
-        tsr_kube_cache_stats(W.cache, r, &s);
+        tsr_kube_cache_stats(w->cache, r, &s);
         return s;
 }
 
-static bool rv_is(enum tsr_kube_cache_resource r, long rv)
+static bool rv_is(struct world *w, enum tsr_kube_cache_resource r, long rv)
 {
-        return atol(stats(r).resource_version) == rv;
+        return atol(stats(w, r).resource_version) == rv;
 }
 
-static void start_cache(struct tsr_kube_cache **out)
+static void start_cache(struct world *w, struct tsr_kube_cache **out)
 {
         struct tsr_kube_cache_opts o = {.backoff_initial_ms = 20,
                                         .backoff_max_ms = 200,
@@ -218,107 +261,146 @@ static void start_cache(struct tsr_kube_cache **out)
         int rc;
 
         tsr_diag_clear(&diag);
-        rc = tsr_kube_cache_new_opts(W.client, &o, out, &diag);
+        rc = tsr_kube_cache_new_opts(w->client, &o, out, &diag);
         if (rc)
                 fail_msg("cache: %s: %s", tsr_err_name(rc), diag.msg);
 }
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-static int group_setup(void **state)
+static void world_client(struct world *w, const char *kubeconfig)
 {
         struct tsr_kube_config cfg;
         struct tsr_diag diag;
-        const char *kc;
         int rc;
-
-        (void)state;
-        fake_certs(W.dir, sizeof(W.dir));
-        fake_start(&W.fake, W.dir, "t1", 0.2, NULL);
-        snprintf(W.token_file, sizeof(W.token_file), "%s", fake_write_file(W.dir, "token", "t1\n"));
-        kc = fake_kubeconfig(&W.fake, "kubeconfig", W.token_file, NULL);
 
         tsr_kube_config_init(&cfg);
         tsr_diag_clear(&diag);
-        rc = tsr_kube_kubeconfig_load(&cfg, kc, NULL, &diag);
+        rc = tsr_kube_kubeconfig_load(&cfg, kubeconfig, NULL, &diag);
         if (rc)
                 fail_msg("kubeconfig: %s", diag.msg);
-        rc = tsr_kube_client_new(&cfg, NULL, &W.client, &diag);
+        rc = tsr_kube_client_new(&cfg, NULL, &w->client, &diag);
         tsr_kube_config_release(&cfg);
         if (rc)
                 fail_msg("client: %s", diag.msg);
+}
 
-        create_it("alpha", "team-a-lq", 1);
-        create_it("beta", NULL, 1);
-        create_it("delta", NULL, 1);
-        create_cq("cq");
-        create_lq("team-a", "lq1");
-        create_lq("team-b", "lq1");
-        start_cache(&W.cache);
+/* What both worlds start with. */
+static void world_objects(struct world *w)
+{
+        create_it(w, "alpha", "team-a-lq", 1);
+        create_it(w, "beta", NULL, 1);
+        create_it(w, "delta", NULL, 1);
+        create_cq(w, "cq");
+        create_lq(w, "team-a", "lq1");
+        create_lq(w, "team-b", "lq1");
+}
+
+static json_t *lists_before; /* the real server's counters before the real cache started */
+
+static int group_setup(void **state)
+{
+        struct cluster_opts o = {.suite = "kube-cache", .crds = true, .kueue_crds = true};
+        const char *kc;
+
+        (void)state;
+        /* The real world. */
+        cluster_start(&C, &o);
+        for (const char *const *ns = (const char *const[]){"team-a", "team-b", "ml", "other", NULL};
+             *ns; ns++)
+                cluster_namespace(&C, *ns);
+        snprintf(R.token_file, sizeof(R.token_file), "%s",
+                 cluster_write_file(&C, "token", C.token));
+        kc = cluster_kubeconfig(&C, "kubeconfig", R.token_file, NULL, NULL);
+        world_client(&R, kc);
+        world_objects(&R);
+        lists_before = cluster_request_counts(&C);
+        start_cache(&R, &R.cache);
+
+        /* The fake world, for the faults. */
+        fake_certs(FW.dir, sizeof(FW.dir));
+        fake_start(&F, FW.dir, "t1", 0.2, NULL);
+        snprintf(FW.token_file, sizeof(FW.token_file), "%s",
+                 fake_write_file(FW.dir, "token", "t1\n"));
+        kc = fake_kubeconfig(&F, "kubeconfig", FW.token_file, NULL);
+        world_client(&FW, kc);
+        world_objects(&FW);
+        start_cache(&FW, &FW.cache);
+        if (!tsr_kube_cache_wait_synced(FW.cache, WAIT_MS))
+                fail_msg("the fake world's cache did not sync");
         return 0;
 }
 
 static int group_teardown(void **state)
 {
         (void)state;
-        tsr_kube_cache_free(W.cache);
-        tsr_kube_client_free(W.client);
-        fake_stop(&W.fake);
-        fake_remove_dir(W.dir);
-        return 0;
+        tsr_kube_cache_free(R.cache);
+        tsr_kube_client_free(R.client);
+        tsr_kube_cache_free(FW.cache);
+        tsr_kube_client_free(FW.client);
+        fake_stop(&F);
+        fake_remove_dir(FW.dir);
+        json_decref(lists_before);
+        return 0; /* main stops the control plane, knowing whether a case failed */
 }
 
-/* ---- tests -------------------------------------------------------------------------------- */
+/* ---- the real server ------------------------------------------------------------------------ */
 
 static void test_initial_sync(void **state)
 {
+        static const char *const its[] = {"instancetypes", NULL};
         struct tsr_kube_cache_stats s;
         json_t *o;
 
         (void)state;
-        assert_true(tsr_kube_cache_wait_synced(W.cache, WAIT_MS));
-        assert_true(tsr_kube_cache_synced(W.cache));
-        assert_true(has_it("alpha") && has_it("beta") && has_it("delta"));
-        assert_false(has_it("gamma"));
-        assert_null(tsr_kube_cache_instancetype(W.cache, NULL));
+        assert_true(tsr_kube_cache_wait_synced(R.cache, WAIT_MS));
+        assert_true(tsr_kube_cache_synced(R.cache));
+        assert_true(has_it(&R, "alpha") && has_it(&R, "beta") && has_it(&R, "delta"));
+        assert_false(has_it(&R, "gamma"));
+        assert_null(tsr_kube_cache_instancetype(R.cache, NULL));
 
-        o = tsr_kube_cache_clusterqueue(W.cache, "cq");
+        o = tsr_kube_cache_clusterqueue(R.cache, "cq");
         assert_non_null(o);
         assert_string_equal(json_string_value(json_object_get(o, "kind")), "ClusterQueue");
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(o, "spec"), "cohortName")), "c");
         json_decref(o);
-        assert_null(tsr_kube_cache_clusterqueue(W.cache, "alpha"));
+        assert_null(tsr_kube_cache_clusterqueue(R.cache, "alpha"));
 
-        o = tsr_kube_cache_localqueue(W.cache, "team-b", "lq1");
+        o = tsr_kube_cache_localqueue(R.cache, "team-b", "lq1");
         assert_non_null(o);
         assert_string_equal(
             json_string_value(json_object_get(json_object_get(o, "metadata"), "namespace")),
             "team-b");
         json_decref(o);
-        assert_null(tsr_kube_cache_localqueue(W.cache, "team-c", "lq1"));
-        assert_null(tsr_kube_cache_localqueue(W.cache, NULL, "lq1"));
+        assert_null(tsr_kube_cache_localqueue(R.cache, "team-c", "lq1"));
+        assert_null(tsr_kube_cache_localqueue(R.cache, NULL, "lq1"));
 
-        s = stats(TSR_KUBE_CACHE_INSTANCETYPES);
+        s = stats(&R, TSR_KUBE_CACHE_INSTANCETYPES);
         assert_true(s.synced);
         assert_int_equal(s.objects, 3);
         assert_int_equal(s.lists, 1);
         assert_int_equal(s.relists_gone, 0);
-        assert_int_equal(stats(TSR_KUBE_CACHE_LOCALQUEUES).objects, 2);
+        assert_int_equal(stats(&R, TSR_KUBE_CACHE_LOCALQUEUES).objects, 2);
         /* Three InstanceTypes at two a page: the list took two requests. */
-        assert_true(fake_stat(&W.fake, "rv") >= 7);
+        o = cluster_request_delta(&C, lists_before, its);
+        assert_int_equal(json_integer_value(json_object_get(o, "LIST instancetypes 200")), 2);
+        json_decref(o);
 
         /* The default mask is the webhook's: no Pods. */
-        s = stats(TSR_KUBE_CACHE_PODS);
+        s = stats(&R, TSR_KUBE_CACHE_PODS);
         assert_false(s.synced);
         assert_int_equal(s.lists + s.watches, 0);
-        o = fake_stats(&W.fake);
-        assert_null(json_object_get(json_object_get(o, "lists"), "pods"));
-        assert_null(json_object_get(json_object_get(o, "watches"), "pods"));
-        json_decref(o);
-        o = tsr_kube_cache_pods(W.cache);
+        o = tsr_kube_cache_pods(R.cache);
         assert_int_equal(json_array_size(o), 0);
         json_decref(o);
-        EVENTUALLY(fake_stat(&W.fake, "active_watches") == WEBHOOK_WATCHERS,
-                   "one watch per webhook resource");
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
+                if (webhook_watched(r))
+                        EVENTUALLY(stats(&R, (enum tsr_kube_cache_resource)r).watches >= 1,
+                                   "one watch per webhook resource");
+        o = cluster_request_delta(&C, lists_before, (const char *const[]){"pods", NULL});
+        assert_int_equal(cluster_delta_total(o), 0);
+        json_decref(o);
 }
 
 struct reader {
@@ -337,7 +419,7 @@ static void *reader_main(void *arg)
                 size_t m;
 
                 for (size_t i = 0; i < 4; i++) {
-                        json_t *o = tsr_kube_cache_instancetype(W.cache, names[i]);
+                        json_t *o = tsr_kube_cache_instancetype(R.cache, names[i]);
                         const char *name = json_string_value(
                             json_object_get(json_object_get(o, "metadata"), "name"));
 
@@ -345,10 +427,10 @@ static void *reader_main(void *arg)
                                 r->bad = true;
                         json_decref(o);
                 }
-                json_decref(tsr_kube_cache_instancetype_by_entrance(W.cache, "team-a-lq", &m));
-                json_decref(tsr_kube_cache_localqueue(W.cache, "team-a", "lq1"));
+                json_decref(tsr_kube_cache_instancetype_by_entrance(R.cache, "team-a-lq", &m));
+                json_decref(tsr_kube_cache_localqueue(R.cache, "team-a", "lq1"));
                 r->reads++;
-                sleep_ms(1); /* leave the CPUs to the fake */
+                sleep_ms(1); /* leave the CPUs to the servers */
         }
         return NULL;
 }
@@ -367,30 +449,30 @@ static void test_events(void **state)
                 assert_int_equal(pthread_create(&readers[i].th, NULL, reader_main, &readers[i]), 0);
         }
 
-        create_it("gamma", NULL, 1);
-        EVENTUALLY(has_it("gamma"), "ADDED gamma reaches the cache");
+        create_it(&R, "gamma", NULL, 1);
+        EVENTUALLY(has_it(&R, "gamma"), "ADDED gamma reaches the cache");
 
-        before = tsr_kube_cache_instancetype(W.cache, "gamma");
+        before = tsr_kube_cache_instancetype(R.cache, "gamma");
         for (int n = 2; n <= 8; n++) {
                 char patch[64];
 
-                snprintf(patch, sizeof(patch), "{\"spec\":{\"n\":%d}}", n);
-                patch_it("gamma", patch);
+                snprintf(patch, sizeof(patch), "{\"spec\":{\"memory\":%d}}", n);
+                patch_it(&R, "gamma", patch);
         }
-        EVENTUALLY(it_n("gamma") == 8, "MODIFIED gamma (n=8) reaches the cache");
-        assert_int_equal(json_integer_value(json_object_get(json_object_get(before, "spec"), "n")),
-                         1);
+        EVENTUALLY(it_n(&R, "gamma") == 8, "MODIFIED gamma (memory 8) reaches the cache");
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(before, "spec"), "memory")), 1);
         json_decref(before);
 
-        delete_it("gamma");
-        EVENTUALLY(!has_it("gamma"), "DELETED gamma leaves the cache");
+        delete_it(&R, "gamma");
+        EVENTUALLY(!has_it(&R, "gamma"), "DELETED gamma leaves the cache");
 
-        create_cq("cq2");
-        create_lq("team-a", "lq2");
-        EVENTUALLY(has_cq("cq2"), "a new ClusterQueue reaches the cache");
-        EVENTUALLY(has_lq("team-a", "lq2"), "a new LocalQueue reaches the cache");
-        assert_int_equal(stats(TSR_KUBE_CACHE_LOCALQUEUES).objects, 3);
-        assert_false(has_lq("team-b", "lq2"));
+        create_cq(&R, "cq2");
+        create_lq(&R, "team-a", "lq2");
+        EVENTUALLY(has_cq(&R, "cq2"), "a new ClusterQueue reaches the cache");
+        EVENTUALLY(has_lq(&R, "team-a", "lq2"), "a new LocalQueue reaches the cache");
+        assert_int_equal(stats(&R, TSR_KUBE_CACHE_LOCALQUEUES).objects, 3);
+        assert_false(has_lq(&R, "team-b", "lq2"));
 
         atomic_store(&stop, true);
         for (int i = 0; i < 4; i++) {
@@ -398,14 +480,25 @@ static void test_events(void **state)
                 assert_false(readers[i].bad);
                 assert_true(readers[i].reads > 0);
         }
-        assert_int_equal(stats(TSR_KUBE_CACHE_INSTANCETYPES).lists, 1);
-        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).events >= 9);
+        assert_int_equal(stats(&R, TSR_KUBE_CACHE_INSTANCETYPES).lists, 1);
+        assert_true(stats(&R, TSR_KUBE_CACHE_INSTANCETYPES).events >= 9);
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                struct tsr_kube_cache_stats st = stats(&R, (enum tsr_kube_cache_resource)r);
+
+                if (webhook_watched(r))
+                        print_message("# %s: lists %lu watches %lu failures %lu events %lu "
+                                      "rv %s%s%s\n",
+                                      tsr_kube_cache_resource_name((enum tsr_kube_cache_resource)r),
+                                      st.lists, st.watches, st.watch_failures, st.events,
+                                      st.resource_version, st.last_error[0] ? " last error: " : "",
+                                      st.last_error);
+        }
 }
 
 static size_t entrance(const char *lq, const char *want)
 {
         size_t m = 99;
-        json_t *o = tsr_kube_cache_instancetype_by_entrance(W.cache, lq, &m);
+        json_t *o = tsr_kube_cache_instancetype_by_entrance(R.cache, lq, &m);
 
         if (want) {
                 assert_non_null(o);
@@ -426,187 +519,27 @@ static void test_entrance(void **state)
         (void)state;
         assert_int_equal(entrance("nobody", NULL), 0);
         assert_int_equal(entrance("team-a-lq", "alpha"), 1);
-        json_decref(tsr_kube_cache_instancetype_by_entrance(W.cache, "team-a-lq", NULL));
+        json_decref(tsr_kube_cache_instancetype_by_entrance(R.cache, "team-a-lq", NULL));
 
-        patch_it("beta", "{\"metadata\":{\"labels\":{\"schedule.gpustack.ai/queue-entrance\":"
-                         "\"team-a-lq\"}}}");
+        patch_it(&R, "beta",
+                 "{\"metadata\":{\"labels\":{\"schedule.gpustack.ai/queue-entrance\":"
+                 "\"team-a-lq\"}}}");
         EVENTUALLY(
-            (json_decref(tsr_kube_cache_instancetype_by_entrance(W.cache, "team-a-lq", &before)),
+            (json_decref(tsr_kube_cache_instancetype_by_entrance(R.cache, "team-a-lq", &before)),
              before == 2),
             "a second InstanceType with the same entrance label");
         assert_int_equal(entrance("team-a-lq", NULL), 2);
 
-        patch_it("alpha", "{\"metadata\":{\"labels\":{\"schedule.gpustack.ai/queue-entrance\":"
-                          "null}}}");
+        patch_it(&R, "alpha",
+                 "{\"metadata\":{\"labels\":{\"schedule.gpustack.ai/queue-entrance\":"
+                 "null}}}");
         EVENTUALLY(
-            (json_decref(tsr_kube_cache_instancetype_by_entrance(W.cache, "team-a-lq", &before)),
+            (json_decref(tsr_kube_cache_instancetype_by_entrance(R.cache, "team-a-lq", &before)),
              before == 1),
             "alpha loses the label");
         assert_int_equal(entrance("team-a-lq", "beta"), 1);
-        assert_null(tsr_kube_cache_instancetype_by_entrance(W.cache, NULL, &before));
+        assert_null(tsr_kube_cache_instancetype_by_entrance(R.cache, NULL, &before));
         assert_int_equal(before, 0);
-}
-
-static void test_bookmarks(void **state)
-{
-        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
-        long rv;
-
-        (void)state;
-        create_cq("cq3"); /* moves the global resourceVersion; no InstanceType event */
-        rv = fake_stat(&W.fake, "rv");
-        EVENTUALLY(rv_is(TSR_KUBE_CACHE_INSTANCETYPES, rv),
-                   "a BOOKMARK moves the InstanceType watcher to the ClusterQueue's version");
-        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).bookmarks > s0.bookmarks);
-        assert_int_equal(stats(TSR_KUBE_CACHE_INSTANCETYPES).events, s0.events);
-
-        /* Resuming from a bookmark needs no list even after a compaction at that version. */
-        json_decref(fake_control(&W.fake, "compact", NULL));
-        json_decref(fake_control(&W.fake, "drop", NULL));
-        EVENTUALLY(stats(TSR_KUBE_CACHE_INSTANCETYPES).watches > s0.watches + 0 &&
-                       fake_stat(&W.fake, "active_watches") == WEBHOOK_WATCHERS,
-                   "the watches reconnect");
-        create_it("epsilon", NULL, 1);
-        EVENTUALLY(has_it("epsilon"), "a change after the reconnect");
-        assert_int_equal(stats(TSR_KUBE_CACHE_INSTANCETYPES).relists_gone, 0);
-}
-
-/* Holds watches, cuts them, changes objects, compacts, releases: every watcher gets a 410. */
-static void compaction_round(const char *mode, const char *add, const char *del)
-{
-        struct tsr_kube_cache_stats s0[TSR_KUBE_CACHE_N_RESOURCES];
-        char body[64];
-
-        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
-                s0[r] = stats((enum tsr_kube_cache_resource)r);
-        snprintf(body, sizeof(body), "{\"mode\":\"%s\"}", mode);
-        json_decref(fake_control(&W.fake, "watch410", body));
-        json_decref(fake_control(&W.fake, "pause", "{\"paused\":true}"));
-        json_decref(fake_control(&W.fake, "drop", NULL));
-        EVENTUALLY(fake_stat(&W.fake, "active_watches") == 0, "the watches are cut");
-        create_it(add, NULL, 1);
-        delete_it(del);
-        patch_it("delta", "{\"spec\":{\"n\":42}}");
-        create_cq("cq-during");
-        json_decref(fake_control(&W.fake, "compact", NULL));
-        json_decref(fake_control(&W.fake, "pause", "{\"paused\":false}"));
-
-        EVENTUALLY(has_it(add) && !has_it(del) && it_n("delta") == 42,
-                   "the cache converges after the 410 re-list");
-        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
-                if (webhook_watched(r))
-                        EVENTUALLY(stats((enum tsr_kube_cache_resource)r).relists_gone ==
-                                       s0[r].relists_gone + 1,
-                                   "each watcher re-lists once after its 410");
-        EVENTUALLY(has_cq("cq-during"), "ClusterQueues converge");
-        delete_it(add);
-        patch_it("delta", "{\"spec\":{\"n\":1}}");
-        fake_delete(&W.fake, CQ_PATH "/cq-during");
-        json_decref(fake_control(&W.fake, "watch410", "{\"mode\":\"event\"}"));
-        EVENTUALLY(!has_it(add) && it_n("delta") == 1, "the cache follows after the re-list");
-}
-
-static void test_compaction_event(void **state)
-{
-        (void)state;
-        compaction_round("event", "zeta", "epsilon");
-}
-
-static void test_compaction_http(void **state)
-{
-        (void)state;
-        create_it("eta", NULL, 1);
-        compaction_round("http", "theta", "eta");
-}
-
-static void test_expire_mid_stream(void **state)
-{
-        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
-
-        (void)state;
-        json_decref(fake_control(&W.fake, "expire", NULL));
-        EVENTUALLY(stats(TSR_KUBE_CACHE_INSTANCETYPES).relists_gone == s0.relists_gone + 1,
-                   "an ERROR 410 on a live watch re-lists");
-        create_it("iota", NULL, 1);
-        EVENTUALLY(has_it("iota"), "the cache follows after the re-list");
-}
-
-static void test_dropped_watch(void **state)
-{
-        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
-        long dropped = fake_stat(&W.fake, "dropped");
-
-        (void)state;
-        json_decref(fake_control(&W.fake, "drop", NULL));
-        EVENTUALLY(fake_stat(&W.fake, "dropped") >= dropped + 3, "three watches dropped");
-        create_it("kappa", NULL, 1);
-        EVENTUALLY(has_it("kappa"), "a change after the reconnect");
-        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).watches > s0.watches);
-        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).watch_failures > s0.watch_failures);
-        assert_int_equal(stats(TSR_KUBE_CACHE_INSTANCETYPES).lists, s0.lists);
-}
-
-static void test_failures_backoff(void **state)
-{
-        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_CLUSTERQUEUES);
-
-        (void)state;
-        json_decref(fake_control(&W.fake, "fail",
-                                 "{\"status\":500,\"count\":3,\"match\":\"clusterqueues\"}"));
-        json_decref(fake_control(&W.fake, "drop", NULL));
-        EVENTUALLY(stats(TSR_KUBE_CACHE_CLUSTERQUEUES).watch_failures >= s0.watch_failures + 4,
-                   "the cut and three 500s count as failures");
-        create_cq("cq-after-500");
-        EVENTUALLY(has_cq("cq-after-500"), "the ClusterQueue watcher recovers");
-        assert_non_null(strstr(stats(TSR_KUBE_CACHE_CLUSTERQUEUES).last_error, "500"));
-}
-
-/*
- * A 404 after the first list (an API server restarting before its CRD handlers are up) keeps what
- * the cache holds and sends the watcher back to list; the cache stays synced and recovers.
- */
-static void test_not_found_later_keeps_objects(void **state)
-{
-        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
-
-        (void)state;
-        create_it("nu", NULL, 1);
-        EVENTUALLY(has_it("nu"), "nu reaches the cache");
-        json_decref(fake_control(&W.fake, "fail",
-                                 "{\"status\":404,\"count\":3,\"match\":\"instancetypes\"}"));
-        json_decref(fake_control(&W.fake, "drop", NULL));
-        EVENTUALLY(strstr(stats(TSR_KUBE_CACHE_INSTANCETYPES).last_error, "404") != NULL,
-                   "the watcher meets the 404s");
-        assert_true(has_it("nu"));
-        assert_true(tsr_kube_cache_synced(W.cache));
-        EVENTUALLY(stats(TSR_KUBE_CACHE_INSTANCETYPES).lists > s0.lists,
-                   "a 404 on the watch sends the watcher back to list");
-        create_it("xi", NULL, 1);
-        EVENTUALLY(has_it("xi") && has_it("nu"), "the watcher recovers, nothing lost");
-        delete_it("xi");
-        delete_it("nu");
-}
-
-static void test_token_rotation(void **state)
-{
-        struct tsr_kube_cache_stats s0 = stats(TSR_KUBE_CACHE_INSTANCETYPES);
-        long failures0 = fake_stat(&W.fake, "auth_failures");
-
-        (void)state;
-        json_decref(fake_control(&W.fake, "token", "{\"tokens\":[\"t2\",\"" FAKE_CTL_TOKEN "\"]}"));
-        json_decref(fake_control(&W.fake, "drop", NULL));
-        EVENTUALLY(fake_stat(&W.fake, "auth_failures") >= failures0 + 3,
-                   "reconnects with the old token are refused");
-        create_it("lambda", NULL, 1);
-        sleep_ms(100);
-        assert_false(has_it("lambda"));
-        assert_non_null(strstr(stats(TSR_KUBE_CACHE_INSTANCETYPES).last_error, "401"));
-
-        fake_write_file(W.dir, "token", "t2\n");
-        EVENTUALLY(has_it("lambda"), "the cache recovers with the rotated token");
-        EVENTUALLY(fake_stat(&W.fake, "active_watches") == WEBHOOK_WATCHERS,
-                   "every watcher watches again");
-        assert_true(stats(TSR_KUBE_CACHE_INSTANCETYPES).watch_failures > s0.watch_failures);
 }
 
 /* ---- a node agent's cache: the Pods of one node -----------------------------------------------
@@ -642,7 +575,7 @@ static const char *create_pod(const char *ns, const char *name, const char *node
                  "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\"},"
                  "\"spec\":{%s%s%s\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}",
                  name, node ? "\"nodeName\":\"" : "", node ? node : "", node ? "\"," : "");
-        o = fake_create(&W.fake, path, buf);
+        o = cluster_create(&C, path, buf);
         snprintf(uid, sizeof(uid), "%s",
                  json_string_value(json_object_get(json_object_get(o, "metadata"), "uid")));
         json_decref(o);
@@ -704,7 +637,7 @@ static void test_node_pods(void **state)
         create_pod("other", "p5", "node-a-2");
 
         tsr_diag_clear(&diag);
-        assert_int_equal(tsr_kube_cache_new_opts(W.client, &o, &c, &diag), 0);
+        assert_int_equal(tsr_kube_cache_new_opts(R.client, &o, &c, &diag), 0);
         atomic_store(&ch.cache, c);
         assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
 
@@ -753,24 +686,24 @@ static void test_node_pods(void **state)
         /* MODIFIED. */
         n0 = changes_of(&ch, TSR_KUBE_CACHE_PODS);
         json_decref(
-            fake_patch(&W.fake, POD_NS "ml/pods/p7", "{\"metadata\":{\"labels\":{\"k\":\"v\"}}}"));
+            cluster_patch(&C, POD_NS "ml/pods/p7", "{\"metadata\":{\"labels\":{\"k\":\"v\"}}}"));
         EVENTUALLY(!strcmp(pod_label(c, "ml", "p7"), "v"), "MODIFIED p7 reaches the cache");
         EVENTUALLY(changes_of(&ch, TSR_KUBE_CACHE_PODS) > n0, "MODIFIED calls back");
 
         /* Another node's Pod changing calls nothing back. */
         n0 = changes_of(&ch, TSR_KUBE_CACHE_PODS);
         json_decref(
-            fake_patch(&W.fake, POD_NS "ml/pods/p6", "{\"metadata\":{\"labels\":{\"k\":\"v\"}}}"));
-        fake_delete(&W.fake, POD_NS "ml/pods/p6");
+            cluster_patch(&C, POD_NS "ml/pods/p6", "{\"metadata\":{\"labels\":{\"k\":\"v\"}}}"));
+        cluster_delete(&C, POD_NS "ml/pods/p6");
         json_decref(
-            fake_patch(&W.fake, POD_NS "ml/pods/p7", "{\"metadata\":{\"labels\":{\"k\":\"w\"}}}"));
+            cluster_patch(&C, POD_NS "ml/pods/p7", "{\"metadata\":{\"labels\":{\"k\":\"w\"}}}"));
         EVENTUALLY(!strcmp(pod_label(c, "ml", "p7"), "w"), "the second MODIFIED of p7");
         EVENTUALLY(changes_of(&ch, TSR_KUBE_CACHE_PODS) >= n0 + 1, "MODIFIED calls back");
         assert_int_equal(changes_of(&ch, TSR_KUBE_CACHE_PODS), n0 + 1);
 
-        /* DELETED. */
+        /* DELETED (at once: no kubelet here to finish a graceful deletion). */
         n0 = changes_of(&ch, TSR_KUBE_CACHE_PODS);
-        fake_delete(&W.fake, POD_NS "ml/pods/p7");
+        cluster_delete(&C, POD_NS "ml/pods/p7");
         EVENTUALLY(!has_pod(c, "ml", "p7"), "DELETED p7 leaves the cache");
         EVENTUALLY(changes_of(&ch, TSR_KUBE_CACHE_PODS) > n0, "DELETED calls back");
         assert_true(atomic_load(&ch.reads) > 0);
@@ -781,7 +714,7 @@ static void test_node_pods(void **state)
                                        POD_NS "ml/pods/p3", POD_NS "other/pods/p4",
                                        POD_NS "other/pods/p5", NULL};
              *q; q++)
-                fake_delete(&W.fake, *q);
+                cluster_delete(&C, *q);
 }
 
 static void test_bad_opts(void **state)
@@ -792,13 +725,13 @@ static void test_bad_opts(void **state)
 
         (void)state;
         tsr_diag_clear(&diag);
-        assert_int_equal(tsr_kube_cache_new_opts(W.client, &o, &c, &diag), TSR_EINVAL);
+        assert_int_equal(tsr_kube_cache_new_opts(R.client, &o, &c, &diag), TSR_EINVAL);
         assert_non_null(strstr(diag.msg, "node name"));
         o.pods_node = "a,b";
-        assert_int_equal(tsr_kube_cache_new_opts(W.client, &o, &c, &diag), TSR_EINVAL);
+        assert_int_equal(tsr_kube_cache_new_opts(R.client, &o, &c, &diag), TSR_EINVAL);
         o.pods_node = "node-a";
         o.resources = 1u << TSR_KUBE_CACHE_N_RESOURCES;
-        assert_int_equal(tsr_kube_cache_new_opts(W.client, &o, &c, &diag), TSR_EINVAL);
+        assert_int_equal(tsr_kube_cache_new_opts(R.client, &o, &c, &diag), TSR_EINVAL);
         assert_null(c);
 }
 
@@ -810,42 +743,213 @@ static long time_free(struct tsr_kube_cache *c)
         return now_ms() - t0;
 }
 
-static void test_shutdown(void **state)
+static void test_shutdown_idle(void **state)
 {
         struct tsr_kube_cache *c;
         long ms;
 
         (void)state;
-        /* Watches open and idle. */
-        start_cache(&c);
+        start_cache(&R, &c);
         assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
         sleep_ms(100);
         ms = time_free(c);
         print_message("# free with open watches: %ld ms\n", ms);
         assert_true(ms < 500);
+}
 
+/* ---- the fake: faults ------------------------------------------------------------------------ */
+
+static void test_bookmarks(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES);
+        long rv;
+
+        (void)state;
+        create_cq(&FW, "cq3"); /* moves the global resourceVersion; no InstanceType event */
+        rv = fake_stat(&F, "rv");
+        EVENTUALLY(rv_is(&FW, TSR_KUBE_CACHE_INSTANCETYPES, rv),
+                   "a BOOKMARK moves the InstanceType watcher to the ClusterQueue's version");
+        assert_true(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).bookmarks > s0.bookmarks);
+        assert_int_equal(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).events, s0.events);
+
+        /* Resuming from a bookmark needs no list even after a compaction at that version. */
+        json_decref(fake_control(&F, "compact", NULL));
+        json_decref(fake_control(&F, "drop", NULL));
+        EVENTUALLY(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).watches > s0.watches + 0 &&
+                       fake_stat(&F, "active_watches") == WEBHOOK_WATCHERS,
+                   "the watches reconnect");
+        create_it(&FW, "epsilon", NULL, 1);
+        EVENTUALLY(has_it(&FW, "epsilon"), "a change after the reconnect");
+        assert_int_equal(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).relists_gone, 0);
+}
+
+/* Holds watches, cuts them, changes objects, compacts, releases: every watcher gets a 410. */
+static void compaction_round(const char *mode, const char *add, const char *del)
+{
+        struct tsr_kube_cache_stats s0[TSR_KUBE_CACHE_N_RESOURCES];
+        char body[64];
+
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
+                s0[r] = stats(&FW, (enum tsr_kube_cache_resource)r);
+        snprintf(body, sizeof(body), "{\"mode\":\"%s\"}", mode);
+        json_decref(fake_control(&F, "watch410", body));
+        json_decref(fake_control(&F, "pause", "{\"paused\":true}"));
+        json_decref(fake_control(&F, "drop", NULL));
+        EVENTUALLY(fake_stat(&F, "active_watches") == 0, "the watches are cut");
+        create_it(&FW, add, NULL, 1);
+        delete_it(&FW, del);
+        patch_it(&FW, "delta", "{\"spec\":{\"memory\":42}}");
+        create_cq(&FW, "cq-during");
+        json_decref(fake_control(&F, "compact", NULL));
+        json_decref(fake_control(&F, "pause", "{\"paused\":false}"));
+
+        EVENTUALLY(has_it(&FW, add) && !has_it(&FW, del) && it_n(&FW, "delta") == 42,
+                   "the cache converges after the 410 re-list");
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
+                if (webhook_watched(r))
+                        EVENTUALLY(stats(&FW, (enum tsr_kube_cache_resource)r).relists_gone ==
+                                       s0[r].relists_gone + 1,
+                                   "each watcher re-lists once after its 410");
+        EVENTUALLY(has_cq(&FW, "cq-during"), "ClusterQueues converge");
+        delete_it(&FW, add);
+        patch_it(&FW, "delta", "{\"spec\":{\"memory\":1}}");
+        fake_delete(&F, CQ_PATH "/cq-during");
+        json_decref(fake_control(&F, "watch410", "{\"mode\":\"event\"}"));
+        EVENTUALLY(!has_it(&FW, add) && it_n(&FW, "delta") == 1,
+                   "the cache follows after the re-list");
+}
+
+static void test_compaction_event(void **state)
+{
+        (void)state;
+        compaction_round("event", "zeta", "epsilon");
+}
+
+static void test_compaction_http(void **state)
+{
+        (void)state;
+        create_it(&FW, "eta", NULL, 1);
+        compaction_round("http", "theta", "eta");
+}
+
+static void test_expire_mid_stream(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES);
+
+        (void)state;
+        json_decref(fake_control(&F, "expire", NULL));
+        EVENTUALLY(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).relists_gone == s0.relists_gone + 1,
+                   "an ERROR 410 on a live watch re-lists");
+        create_it(&FW, "iota", NULL, 1);
+        EVENTUALLY(has_it(&FW, "iota"), "the cache follows after the re-list");
+}
+
+static void test_dropped_watch(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES);
+        long dropped = fake_stat(&F, "dropped");
+
+        (void)state;
+        json_decref(fake_control(&F, "drop", NULL));
+        EVENTUALLY(fake_stat(&F, "dropped") >= dropped + 3, "three watches dropped");
+        create_it(&FW, "kappa", NULL, 1);
+        EVENTUALLY(has_it(&FW, "kappa"), "a change after the reconnect");
+        assert_true(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).watches > s0.watches);
+        assert_true(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).watch_failures > s0.watch_failures);
+        assert_int_equal(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).lists, s0.lists);
+}
+
+static void test_failures_backoff(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(&FW, TSR_KUBE_CACHE_CLUSTERQUEUES);
+
+        (void)state;
+        json_decref(
+            fake_control(&F, "fail", "{\"status\":500,\"count\":3,\"match\":\"clusterqueues\"}"));
+        json_decref(fake_control(&F, "drop", NULL));
+        EVENTUALLY(stats(&FW, TSR_KUBE_CACHE_CLUSTERQUEUES).watch_failures >= s0.watch_failures + 4,
+                   "the cut and three 500s count as failures");
+        create_cq(&FW, "cq-after-500");
+        EVENTUALLY(has_cq(&FW, "cq-after-500"), "the ClusterQueue watcher recovers");
+        assert_non_null(strstr(stats(&FW, TSR_KUBE_CACHE_CLUSTERQUEUES).last_error, "500"));
+}
+
+/*
+ * A 404 after the first list (an API server restarting before its CRD handlers are up) keeps what
+ * the cache holds and sends the watcher back to list; the cache stays synced and recovers.
+ */
+static void test_not_found_later_keeps_objects(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES);
+
+        (void)state;
+        create_it(&FW, "nu", NULL, 1);
+        EVENTUALLY(has_it(&FW, "nu"), "nu reaches the cache");
+        json_decref(
+            fake_control(&F, "fail", "{\"status\":404,\"count\":3,\"match\":\"instancetypes\"}"));
+        json_decref(fake_control(&F, "drop", NULL));
+        EVENTUALLY(strstr(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).last_error, "404") != NULL,
+                   "the watcher meets the 404s");
+        assert_true(has_it(&FW, "nu"));
+        assert_true(tsr_kube_cache_synced(FW.cache));
+        EVENTUALLY(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).lists > s0.lists,
+                   "a 404 on the watch sends the watcher back to list");
+        create_it(&FW, "xi", NULL, 1);
+        EVENTUALLY(has_it(&FW, "xi") && has_it(&FW, "nu"), "the watcher recovers, nothing lost");
+        delete_it(&FW, "xi");
+        delete_it(&FW, "nu");
+}
+
+static void test_token_rotation(void **state)
+{
+        struct tsr_kube_cache_stats s0 = stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES);
+        long failures0 = fake_stat(&F, "auth_failures");
+
+        (void)state;
+        json_decref(fake_control(&F, "token", "{\"tokens\":[\"t2\",\"" FAKE_CTL_TOKEN "\"]}"));
+        json_decref(fake_control(&F, "drop", NULL));
+        EVENTUALLY(fake_stat(&F, "auth_failures") >= failures0 + 3,
+                   "reconnects with the old token are refused");
+        create_it(&FW, "lambda", NULL, 1);
+        sleep_ms(100);
+        assert_false(has_it(&FW, "lambda"));
+        assert_non_null(strstr(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).last_error, "401"));
+
+        fake_write_file(FW.dir, "token", "t2\n");
+        EVENTUALLY(has_it(&FW, "lambda"), "the cache recovers with the rotated token");
+        EVENTUALLY(fake_stat(&F, "active_watches") == WEBHOOK_WATCHERS,
+                   "every watcher watches again");
+        assert_true(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).watch_failures > s0.watch_failures);
+}
+
+static void test_shutdown_held_and_gone(void **state)
+{
+        struct tsr_kube_cache *c;
+        long ms;
+
+        (void)state;
         /* Watch requests held by the server (no response yet). */
-        start_cache(&c);
+        start_cache(&FW, &c);
         assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
-        json_decref(fake_control(&W.fake, "pause", "{\"paused\":true}"));
-        json_decref(fake_control(&W.fake, "expire", NULL));
+        json_decref(fake_control(&F, "pause", "{\"paused\":true}"));
+        json_decref(fake_control(&F, "expire", NULL));
         sleep_ms(200);
         ms = time_free(c);
-        json_decref(fake_control(&W.fake, "pause", "{\"paused\":false}"));
+        json_decref(fake_control(&F, "pause", "{\"paused\":false}"));
         print_message("# free with held watch requests: %ld ms\n", ms);
         assert_true(ms < 500);
 
         /* The main cache, then the server gone: free during connect failures and backoff. */
-        tsr_kube_cache_free(W.cache);
-        W.cache = NULL;
-        start_cache(&W.cache);
-        assert_true(tsr_kube_cache_wait_synced(W.cache, WAIT_MS));
-        fake_stop(&W.fake);
+        tsr_kube_cache_free(FW.cache);
+        FW.cache = NULL;
+        start_cache(&FW, &FW.cache);
+        assert_true(tsr_kube_cache_wait_synced(FW.cache, WAIT_MS));
+        fake_stop(&F);
         sleep_ms(300);
-        assert_true(tsr_kube_cache_synced(W.cache)); /* stays synced, serves the last state */
-        assert_true(has_it("lambda"));
-        ms = time_free(W.cache);
-        W.cache = NULL;
+        assert_true(tsr_kube_cache_synced(FW.cache)); /* stays synced, serves the last state */
+        assert_true(has_it(&FW, "lambda"));
+        ms = time_free(FW.cache);
+        FW.cache = NULL;
         print_message("# free while the server is gone: %ld ms\n", ms);
         assert_true(ms < 500);
 }
@@ -856,6 +960,9 @@ int main(void)
             cmocka_unit_test(test_initial_sync),
             cmocka_unit_test(test_events),
             cmocka_unit_test(test_entrance),
+            cmocka_unit_test(test_node_pods),
+            cmocka_unit_test(test_bad_opts),
+            cmocka_unit_test(test_shutdown_idle),
             cmocka_unit_test(test_bookmarks),
             cmocka_unit_test(test_compaction_event),
             cmocka_unit_test(test_compaction_http),
@@ -864,10 +971,10 @@ int main(void)
             cmocka_unit_test(test_failures_backoff),
             cmocka_unit_test(test_not_found_later_keeps_objects),
             cmocka_unit_test(test_token_rotation),
-            cmocka_unit_test(test_node_pods),
-            cmocka_unit_test(test_bad_opts),
-            cmocka_unit_test(test_shutdown),
+            cmocka_unit_test(test_shutdown_held_and_gone),
         };
+        int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
 
-        return cmocka_run_group_tests(tests, group_setup, group_teardown);
+        cluster_stop(&C, failed != 0);
+        return failed;
 }

@@ -1,6 +1,30 @@
 #!/usr/bin/env python3
 """fake_apiserver.py - a Kubernetes API server for tests, on the standard library only.
 
+The C integration tests of src/kube/ and devicemanager/publish run on the real kube-apiserver of
+tests/cluster/controlplane.py (tests/integration/cluster_apiserver.c); they use this fake only
+for the faults a real server does not make on demand. Exactly these cases, and why:
+  test_kube_client.c test_watch_gone_http: a watch answered with HTTP 410 (watch410 "http")
+  test_kube_client.c test_watch_dropped: a watch cut mid-body, without its end (drop)
+  test_kube_client.c test_retry_after: a 429 with Retry-After on demand (fail)
+  test_kube_cache.c test_bookmarks: BOOKMARKs every 0.2 s that other kinds' writes move (a real
+      watch cache sends one a minute, at its own resource's version), then compact + drop
+  test_kube_cache.c test_compaction_event: history compacted while watches are held (pause,
+      drop, compact): an ERROR 410 event to every watcher
+  test_kube_cache.c test_compaction_http: the same, answered with HTTP 410
+  test_kube_cache.c test_expire_mid_stream: an ERROR 410 sent to live watches (expire)
+  test_kube_cache.c test_dropped_watch: every open watch cut (drop)
+  test_kube_cache.c test_failures_backoff: injected 500s on the re-watch (fail)
+  test_kube_cache.c test_not_found_later_keeps_objects: injected 404s after the first list
+  test_kube_cache.c test_token_rotation: a token revoked mid-run (token), the watches cut
+  test_kube_cache.c test_shutdown_held_and_gone: watch requests held unanswered (pause), then
+      the server gone at once
+  test_dm_publish.c test_api_errors: injected 500s on the Node and Devices status patches
+      (fail), and which patch Content-Types came (a real server counts none)
+Not moved yet, so on this fake whole: tests/integration/webhook_server.py (the webhook suite),
+tests/integration/device_manager.py (device_manager_*); check_fake_apiserver.py checks the fake
+itself against python3-kubernetes.
+
 It serves (spec/kubernetes-contracts.md section 4):
   * the core group /api/v1: Pods (namespaced; /api/v1/pods lists and watches across namespaces,
     /api/v1/namespaces/<ns>/pods one namespace) and Nodes (cluster scoped), each with its status
@@ -68,6 +92,15 @@ Semantics kept from the real server:
 Not served: pods/binding, pods/eviction, pods/log and other subresources, namespaces as
 objects, graceful deletion (deletionTimestamp), validation of pod spec immutability,
 server-side defaulting beyond the fields above.
+
+Known differences the real server showed (tests that need these run there): it validates custom
+resources against their CRD's schema and prunes unknown fields (an InstanceType's spec needs
+acceleratable, os, arch, unitResources and localStorage; a v1beta2 ClusterQueue's cohort is
+spec.cohortName) and refuses duplicate keys of a list-map (two Devices accelerators with one id);
+it rewrites quantities to their canonical form ("1280000" reads back "1280k"); it copies
+status.capacity into an absent status.allocatable (Node defaulting); a namespaced object needs
+its Namespace; deleting a bound Pod without gracePeriodSeconds=0 only marks it
+(deletionTimestamp) while no kubelet runs.
 
 Control, for tests only, without authentication, under /_test/ (POST bodies are JSON):
   token {"tokens": [..]}        replace the accepted bearer tokens
