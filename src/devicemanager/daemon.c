@@ -22,7 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CAPS_MAX 64
+#define CAPS_MAX        64
+#define WITHHELD_MAX_MS 300000
 
 struct tsr_dm_daemon {
         struct tsr_dm_daemon_config cfg;
@@ -44,14 +45,20 @@ struct tsr_dm_daemon {
         struct tsr_dm_published published; /* what the last publish wrote (reconcile thread) */
         bool publish_due; /* under mu: the agent reported a change since the last publish */
         char publish_error[TSR_DIAG_MSG_MAX]; /* the last publish failure logged ("": none) */
+        /* Keys withheld by presence gating (their pool not yet in the Node's capacity: the
+         * kubelet writes it on its next node status sync): publish again at withheld_next,
+         * backing off from the poll interval to WITHHELD_MAX_MS (reconcile thread). */
+        unsigned withheld_ms;
+        struct timespec withheld_next;
 };
 
 static void log_line(void *ctx, const char *level, const char *msg)
 {
         (void)ctx;
-        tsr_log(!strcmp(level, "error")  ? TSR_LOG_ERROR
-                : !strcmp(level, "warn") ? TSR_LOG_WARN
-                                         : TSR_LOG_INFO,
+        tsr_log(!strcmp(level, "error")   ? TSR_LOG_ERROR
+                : !strcmp(level, "warn")  ? TSR_LOG_WARN
+                : !strcmp(level, "debug") ? TSR_LOG_DEBUG
+                                          : TSR_LOG_INFO,
                 msg, NULL);
 }
 
@@ -181,19 +188,28 @@ static void ledger_moved(void *ctx)
 }
 
 /* Writes the node's capacity keys, fit labels and Devices object when the agent reported a
- * change or the last attempt failed (devicemanager/publish.h sends only what differs); a
- * failure is logged once until it changes or heals. Reads the Pods only when it publishes. */
+ * change, the last attempt failed, or keys were withheld because their pool was not yet in the
+ * Node's capacity (devicemanager/publish.h sends only what differs; withheld keys are tried
+ * again with backoff: without that, a pool the kubelet reports after the first publish would
+ * keep the node's counting keys off it until the next grant); a failure is logged once until it
+ * changes or heals. Reads the Pods only when it publishes. */
 static void publish(struct tsr_dm_daemon *d)
 {
         struct tsr_accel_ledger ledger[CAPS_MAX];
         struct tsr_diag diag;
+        struct timespec now;
         bool due;
         int rc;
 
+        clock_gettime(CLOCK_MONOTONIC, &now);
         pthread_mutex_lock(&d->mu);
         due = d->publish_due || d->publish_error[0];
         d->publish_due = false;
         pthread_mutex_unlock(&d->mu);
+        if (!due && d->withheld_ms &&
+            (now.tv_sec > d->withheld_next.tv_sec ||
+             (now.tv_sec == d->withheld_next.tv_sec && now.tv_nsec >= d->withheld_next.tv_nsec)))
+                due = true; /* the Node may show the pool by now */
         if (!due)
                 return;
         tsr_diag_clear(&diag);
@@ -210,6 +226,20 @@ static void publish(struct tsr_dm_daemon *d)
                 tsr_log(TSR_LOG_INFO, "publishing the node's keys, labels and Devices works again",
                         NULL);
         snprintf(d->publish_error, sizeof(d->publish_error), "%s", rc ? diag.msg : "");
+        if (!rc && !d->published.node_known) {
+                d->withheld_ms = !d->withheld_ms                        ? d->cfg.poll_ms
+                                 : d->withheld_ms * 2 > WITHHELD_MAX_MS ? WITHHELD_MAX_MS
+                                                                        : d->withheld_ms * 2;
+                d->withheld_next = now;
+                d->withheld_next.tv_sec += d->withheld_ms / 1000;
+                d->withheld_next.tv_nsec += (long)(d->withheld_ms % 1000) * 1000000L;
+                if (d->withheld_next.tv_nsec >= 1000000000L) {
+                        d->withheld_next.tv_sec++;
+                        d->withheld_next.tv_nsec -= 1000000000L;
+                }
+        } else if (!rc) {
+                d->withheld_ms = 0;
+        }
 }
 
 static void *reconcile_main(void *arg)

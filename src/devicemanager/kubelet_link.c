@@ -25,6 +25,7 @@
 #define BACKOFF_INITIAL_MS 500
 #define BACKOFF_MAX_MS     10000
 #define CHECK_MS           1000
+#define RESTART_WAIT_MS    3000 /* ms: at most this long for the new kubelet.sock */
 
 struct endpoint {
         struct tsr_dm_plugin *plugin;
@@ -32,6 +33,16 @@ struct endpoint {
         char path[4400]; /* absolute */
         struct tsr_grpc_unix_server *server;
         bool registered;
+        /* The socket file as the server made it: a file at path that is another is not ours. */
+        dev_t dev;
+        ino_t ino;
+};
+
+/* A file's identity (a deleted file's inode number can come back: see the restart below). */
+struct file_id {
+        bool known;
+        dev_t dev;
+        ino_t ino;
 };
 
 struct tsr_dm_link {
@@ -43,10 +54,15 @@ struct tsr_dm_link {
         pthread_t thread;
         pthread_mutex_t mu; /* guards stats */
         struct tsr_dm_link_stats stats;
-        /* kubelet.sock as it was when a Register last succeeded (link thread only). */
-        bool have_kubelet_id;
-        dev_t kubelet_dev;
-        ino_t kubelet_ino;
+        /* Link thread only. kubelet.sock as it was when a Register last succeeded, and as it
+         * was at the last Register tried. */
+        struct file_id registered_through, tried;
+        /* A kubelet restart seen and not handled yet: since when, the kubelet.sock that is the
+         * old kubelet's, and whether a kubelet.sock was created since. */
+        bool pending;
+        struct timespec pending_since;
+        struct file_id old_kubelet;
+        bool kubelet_created;
 };
 
 static void logf_(struct tsr_dm_link *l, const char *level, const char *fmt, ...)
@@ -65,10 +81,36 @@ static void logf_(struct tsr_dm_link *l, const char *level, const char *fmt, ...
         l->opts.log(l->opts.log_ctx, level, msg);
 }
 
+static void file_id_of(struct file_id *id, const struct stat *sb)
+{
+        id->known = true;
+        id->dev = sb->st_dev;
+        id->ino = sb->st_ino;
+}
+
+static bool same_file(const struct file_id *id, const struct stat *sb)
+{
+        return id->known && id->dev == sb->st_dev && id->ino == sb->st_ino;
+}
+
+static void kubelet_path(const struct tsr_dm_link *l, char *out, size_t size)
+{
+        snprintf(out, size, "%s/%s", l->dir, KUBELET_SOCKET);
+}
+
 static int serve(struct endpoint *e, struct tsr_diag *diag)
 {
-        return tsr_grpc_unix_server_start(e->path, tsr_dm_plugin_table(e->plugin), e->plugin,
-                                          &e->server, diag);
+        struct stat sb;
+        int rc = tsr_grpc_unix_server_start(e->path, tsr_dm_plugin_table(e->plugin), e->plugin,
+                                            &e->server, diag);
+
+        e->dev = 0;
+        e->ino = 0;
+        if (!rc && !stat(e->path, &sb)) {
+                e->dev = sb.st_dev;
+                e->ino = sb.st_ino;
+        }
+        return rc;
 }
 
 static void unserve(struct endpoint *e)
@@ -77,6 +119,29 @@ static void unserve(struct endpoint *e)
         tsr_grpc_unix_server_stop(e->server);
         e->server = NULL;
         e->registered = false;
+}
+
+/* True when e is served and the file at its path is still the socket its server made. */
+static bool socket_intact(const struct endpoint *e)
+{
+        struct stat sb;
+
+        return e->server && !stat(e->path, &sb) && sb.st_dev == e->dev && sb.st_ino == e->ino;
+}
+
+/* Serves e anew (a server it has is stopped first); false when that failed (logged). */
+static bool reserve(struct tsr_dm_link *l, struct endpoint *e)
+{
+        struct tsr_diag d;
+
+        if (e->server)
+                unserve(e);
+        tsr_diag_clear(&d);
+        if (serve(e, &d)) {
+                logf_(l, "error", "serving %s again failed: %s", e->path, d.msg);
+                return false;
+        }
+        return true;
 }
 
 /* One Register call for e; true on success. */
@@ -92,9 +157,10 @@ static bool register_one(struct tsr_dm_link *l, struct endpoint *e)
         size_t len;
         uint8_t *bytes;
 
-        snprintf(kubelet, sizeof(kubelet), "%s/%s", l->dir, KUBELET_SOCKET);
+        kubelet_path(l, kubelet, sizeof(kubelet));
         if (stat(kubelet, &id))
                 return false; /* no kubelet yet: its kubelet.sock wakes the link */
+        file_id_of(&l->tried, &id);
         snprintf(resource, sizeof(resource), "%s", tsr_dm_plugin_resource(e->plugin));
         v1beta1__device_plugin_options__init(&o);
         o.get_preferred_allocation_available = 1;
@@ -123,9 +189,7 @@ static bool register_one(struct tsr_dm_link *l, struct endpoint *e)
         }
         free(bytes);
         tsr_buf_release(&out);
-        l->have_kubelet_id = true;
-        l->kubelet_dev = id.st_dev;
-        l->kubelet_ino = id.st_ino;
+        file_id_of(&l->registered_through, &id);
         pthread_mutex_lock(&l->mu);
         l->stats.registrations++;
         pthread_mutex_unlock(&l->mu);
@@ -133,17 +197,39 @@ static bool register_one(struct tsr_dm_link *l, struct endpoint *e)
         return true;
 }
 
-static bool exists(const char *path)
+/*
+ * Registers every served plugin not registered yet; true when all are. Right before its Register
+ * each plugin's socket is checked (the kubelet dials it back inside Register, so a socket deleted
+ * since it was served would cost the kubelet's whole dial timeout): one that is gone or another
+ * file is served again first.
+ */
+static bool register_pass(struct tsr_dm_link *l)
 {
-        struct stat sb;
+        bool all = true;
 
-        return stat(path, &sb) == 0;
+        for (size_t i = 0; i < l->n; i++) {
+                struct endpoint *e = &l->ep[i];
+
+                if (e->registered)
+                        continue;
+                if (!socket_intact(e)) {
+                        if (e->server)
+                                logf_(l, "info", "%s is gone: serving it again", e->path);
+                        if (!reserve(l, e)) {
+                                all = false;
+                                continue;
+                        }
+                }
+                e->registered = register_one(l, e);
+                all &= e->registered;
+        }
+        return all;
 }
 
 /*
- * True when the kubelet restarted: one of our sockets is gone, or kubelet.sock is another file
- * than the one we registered through. Judged by the files themselves, never by inotify's names:
- * the link's own unlink of a socket it serves again must not count as a restart.
+ * True when the kubelet restarted: one of our sockets is gone (or another file), or kubelet.sock
+ * is another file than the one we registered through. Judged by the files themselves, never by
+ * inotify's names: the link's own unlink of a socket it serves again must not count as a restart.
  */
 static bool kubelet_restarted(const struct tsr_dm_link *l)
 {
@@ -151,24 +237,40 @@ static bool kubelet_restarted(const struct tsr_dm_link *l)
         struct stat sb;
 
         for (size_t i = 0; i < l->n; i++)
-                if (l->ep[i].server && !exists(l->ep[i].path))
+                if (l->ep[i].server && !socket_intact(&l->ep[i]))
                         return true;
-        snprintf(kubelet, sizeof(kubelet), "%s/%s", l->dir, KUBELET_SOCKET);
-        return l->have_kubelet_id && !stat(kubelet, &sb) &&
-               (sb.st_dev != l->kubelet_dev || sb.st_ino != l->kubelet_ino);
+        kubelet_path(l, kubelet, sizeof(kubelet));
+        return l->registered_through.known && !stat(kubelet, &sb) &&
+               !same_file(&l->registered_through, &sb);
+}
+
+/*
+ * True when the restarted kubelet is up: a kubelet.sock exists that was created since the
+ * restart was seen, or that is another file than the old kubelet's. The kubelet cleans its
+ * directory (one socket after the other) BEFORE it listens on its new kubelet.sock, so until then
+ * serving again would only hand the cleanup fresh sockets to delete.
+ */
+static bool new_kubelet_up(const struct tsr_dm_link *l)
+{
+        char kubelet[4200];
+        struct stat sb;
+
+        kubelet_path(l, kubelet, sizeof(kubelet));
+        if (stat(kubelet, &sb))
+                return false;
+        return l->kubelet_created || !same_file(&l->old_kubelet, &sb);
+}
+
+static long ms_since(const struct timespec *t, const struct timespec *now)
+{
+        return (now->tv_sec - t->tv_sec) * 1000L + (now->tv_nsec - t->tv_nsec) / 1000000L;
 }
 
 static void restart_servers(struct tsr_dm_link *l)
 {
-        for (size_t i = 0; i < l->n; i++) {
-                struct tsr_diag d;
-
-                unserve(&l->ep[i]);
-                tsr_diag_clear(&d);
-                if (serve(&l->ep[i], &d))
-                        logf_(l, "error", "serving %s again failed: %s", l->ep[i].path, d.msg);
-        }
-        l->have_kubelet_id = false;
+        for (size_t i = 0; i < l->n; i++)
+                reserve(l, &l->ep[i]);
+        l->registered_through.known = false;
         pthread_mutex_lock(&l->mu);
         l->stats.restarts++;
         l->stats.registered = false;
@@ -204,22 +306,41 @@ static void *link_main(void *arg)
         for (;;) {
                 struct pollfd p[2] = {{l->stop_pipe[0], POLLIN, 0}, {l->inotify_fd, POLLIN, 0}};
                 struct timespec now;
-                bool all = true, appeared;
+                bool appeared;
                 int wait_ms = CHECK_MS;
 
                 clock_gettime(CLOCK_MONOTONIC, &now);
-                if (now.tv_sec > next.tv_sec ||
-                    (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
-                        for (size_t i = 0; i < l->n; i++)
-                                if (!l->ep[i].registered && l->ep[i].server)
-                                        l->ep[i].registered = register_one(l, &l->ep[i]);
-                        for (size_t i = 0; i < l->n; i++)
-                                all &= l->ep[i].registered;
+                if (l->pending) {
+                        long waited = ms_since(&l->pending_since, &now);
+                        bool up = new_kubelet_up(l);
+
+                        if (up || waited >= RESTART_WAIT_MS) {
+                                if (up)
+                                        logf_(l, "info",
+                                              "the kubelet restarted: serving and "
+                                              "registering again");
+                                else
+                                        logf_(l, "info",
+                                              "the kubelet restarted: no new %s within %d ms; "
+                                              "serving and registering again",
+                                              KUBELET_SOCKET, RESTART_WAIT_MS);
+                                restart_servers(l);
+                                l->pending = false;
+                                next = (struct timespec){0};
+                                backoff = 0;
+                        } else if (RESTART_WAIT_MS - waited < wait_ms) {
+                                wait_ms = (int)(RESTART_WAIT_MS - waited);
+                        }
+                }
+                if (!l->pending && (now.tv_sec > next.tv_sec ||
+                                    (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec))) {
+                        bool all = register_pass(l);
+
                         backoff = all       ? 0
                                   : backoff ? (backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
                                                                             : backoff * 2)
                                             : BACKOFF_INITIAL_MS;
-                        next = now;
+                        clock_gettime(CLOCK_MONOTONIC, &next);
                         next.tv_sec += backoff / 1000;
                         next.tv_nsec += (long)(backoff % 1000) * 1000000L;
                         if (next.tv_nsec >= 1000000000L) {
@@ -237,15 +358,28 @@ static void *link_main(void *arg)
                 if (p[0].revents)
                         break;
                 appeared = p[1].revents && kubelet_appeared(l);
+                if (l->pending) {
+                        l->kubelet_created |= appeared;
+                        continue;
+                }
                 if (!kubelet_restarted(l)) {
                         if (appeared)
                                 next = (struct timespec){0};
                         continue;
                 }
-                logf_(l, "info", "the kubelet restarted: serving and registering again");
-                restart_servers(l);
-                next = (struct timespec){0};
-                backoff = 0;
+                /* Serving again now would race the kubelet's cleanup: wait for its new
+                 * kubelet.sock (a creation drained together with the deletions counts). */
+                logf_(l, "debug", "the kubelet is restarting: waiting for its new %s",
+                      KUBELET_SOCKET);
+                l->pending = true;
+                clock_gettime(CLOCK_MONOTONIC, &l->pending_since);
+                l->old_kubelet = l->registered_through.known ? l->registered_through : l->tried;
+                l->kubelet_created = appeared;
+                for (size_t i = 0; i < l->n; i++)
+                        l->ep[i].registered = false;
+                pthread_mutex_lock(&l->mu);
+                l->stats.registered = false;
+                pthread_mutex_unlock(&l->mu);
         }
         return NULL;
 }

@@ -8,13 +8,21 @@
  * carries version v1beta1, the socket's name relative to the directory, the resource name and the
  * options (preferred allocation available). A Register that fails is retried with capped
  * backoff (0.5 s doubling to 10 s).
- * A kubelet restart deletes every socket in the directory and recreates kubelet.sock: the link
- * watches the directory (inotify wakes it; every second it looks anyway) and judges by the files
- * alone: one of our sockets gone, or kubelet.sock another inode than the one the last successful
- * Register went through. Then it stops every plugin server (open ListAndWatch streams end),
- * starts them again and registers every plugin anew, once kubelet.sock exists (its creation
- * cuts a pending backoff short). The link's own unlinks never count, so one kubelet restart is
- * one restart of the servers however its deletions and creations interleave.
+ * A kubelet restart deletes every socket in the directory, one after the other, and only then
+ * listens on a new kubelet.sock (the kubelet's CleanupPluginDirectory runs before its Listen): the
+ * link watches the directory (inotify wakes it; every second it looks anyway) and judges by the
+ * files alone: one of our sockets gone (or another file than the one its server made), or
+ * kubelet.sock another inode than the one the last successful Register went through. Then it
+ * waits for the new kubelet: a kubelet.sock created since (inotify), or another file than the
+ * old kubelet's; at most RESTART_WAIT_MS (3 s), after which it goes on anyway (a socket deleted
+ * by someone else, a second device manager). Serving earlier would hand the still running cleanup
+ * fresh sockets to delete. Then it stops every plugin server (open ListAndWatch streams end),
+ * starts them again and registers every plugin anew; right before each Register the plugin's
+ * socket is checked again (same inode) and served anew if it is not the one served, since the
+ * kubelet dials it back inside Register and a missing socket costs the kubelet's whole 10 s dial
+ * timeout (kubelet.sock's creation cuts a pending backoff short). The link's own unlinks never
+ * count, so one kubelet restart is one restart of the servers however its deletions and
+ * creations interleave (tests/unit/test_dm_kubelet_link.c steps those interleavings).
  *
  * Threads: one link thread does all of this; Register calls run on it while the servers'
  * own threads answer the kubelet. Ownership: the plugins are borrowed until stop returns.
