@@ -9,7 +9,7 @@ PACKAGES=(
 	clang-14 libclang-rt-14-dev
 	libcmocka-dev libjansson-dev libyaml-dev libjq-dev nettle-dev
 	libmicrohttpd-dev libgnutls28-dev libcurl4-gnutls-dev
-	openssl python3-jsonpatch python3-kubernetes
+	openssl python3-kubernetes
 	clang-format
 	python3 python3-yaml jq
 	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler

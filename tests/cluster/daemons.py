@@ -61,11 +61,12 @@ class Daemon:
 
 
 class WebhookServer(Daemon):
-    """`tessera webhook` on 127.0.0.1 with the control plane's webhook certificate."""
+    """`tessera webhook` on 127.0.0.1 with the control plane's webhook certificate (or cert and
+    key), reading the API server as the admin (or as kubeconfig's user)."""
 
-    def __init__(self, tessera, cp, extra=(), cert=None, key=None):
+    def __init__(self, tessera, cp, extra=(), cert=None, key=None, kubeconfig=None):
         super().__init__([tessera, "webhook", "--bind", "127.0.0.1", "--port", "0",
-                          "--probe-port", "0", "--kubeconfig", cp.kubeconfig,
+                          "--probe-port", "0", "--kubeconfig", kubeconfig or cp.kubeconfig,
                           "--cert-file", cert or cp.webhook_cert,
                           "--key-file", key or cp.webhook_key, "--log-level", "debug", *extra])
         line = eventually(lambda: self.find("msg=listening"), timeout=15)
@@ -74,13 +75,20 @@ class WebhookServer(Daemon):
         self.port = int(re.search(r" port=(\d+)", line).group(1))
         self.probe_port = int(re.search(r" probe_port=(\d+)", line).group(1))
 
-    def wait_ready(self, timeout=30):
+    def probe(self, path):
+        """GET path on the probe port: (HTTP status, body text)."""
+        import urllib.error
         import urllib.request
 
-        def ready():
-            return urllib.request.urlopen("http://127.0.0.1:%d/readyz" % self.probe_port,
-                                          timeout=2).status == 200
-        if not eventually(ready, timeout):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.probe_port, path),
+                                        timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def wait_ready(self, timeout=30):
+        if not eventually(lambda: self.probe("/readyz")[0] == 200, timeout):
             raise RuntimeError("tessera webhook was not ready:\n" + self.log())
 
 

@@ -22,6 +22,8 @@ What it does not model: containers (nothing runs; a Pod stays Running until dele
 probes, the topology manager, eviction, and node leases (no node-lifecycle controller runs).
 
     node = KubeletNode(cp, "node-a", impl="python"); node.start(); ...; node.stop()
+With pods=False the pod workers do not run (node status still does): the test allocates through
+node.call("allocate", ...) itself, as tests/cluster/test_device_manager.py does.
 node.dir holds dp/ (the device-plugin dir for `tessera device-manager --plugin-dir`),
 pr/kubelet.sock (pod-resources) and pods/ (the kubelet's pods directory).
 """
@@ -68,8 +70,10 @@ def _quantity_count(v):
 
 
 class KubeletNode:
-    def __init__(self, cp, name, impl="python", labels=None, capacity=None, create=True):
+    def __init__(self, cp, name, impl="python", labels=None, capacity=None, create=True,
+                 pods=True):
         self.cp, self.name, self.impl = cp, name, impl
+        self.pods = pods  # False: no pod workers (no admission, no deletion); node status only
         # Short names: a unix socket's path must fit in 108 bytes.
         self.dir = os.path.join(cp.dir, "n", name)
         self.plugin_dir = os.path.join(self.dir, "dp")
@@ -95,7 +99,7 @@ class KubeletNode:
         self.kubelet = Kubelet(kubelet_argv(self.impl, self.plugin_dir, self.podres_dir))
         if not self.kubelet.ready:
             raise RuntimeError("the %s fake kubelet of %s did not start" % (self.impl, self.name))
-        for target in (self._status_loop, self._pod_loop):
+        for target in (self._status_loop,) + ((self._pod_loop,) if self.pods else ()):
             t = threading.Thread(target=target, daemon=True)
             t.start()
             self.threads.append(t)

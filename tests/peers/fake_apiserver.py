@@ -21,9 +21,8 @@ for the faults a real server does not make on demand. Exactly these cases, and w
       the server gone at once
   test_dm_publish.c test_api_errors: injected 500s on the Node and Devices status patches
       (fail), and which patch Content-Types came (a real server counts none)
-Not moved yet, so on this fake whole: tests/integration/webhook_server.py (the webhook suite),
-tests/integration/device_manager.py (device_manager_*); check_fake_apiserver.py checks the fake
-itself against python3-kubernetes.
+Every other cluster-facing test runs on the real control plane (tests/cluster/);
+check_fake_apiserver.py checks this fake itself against python3-kubernetes.
 
 It serves (spec/kubernetes-contracts.md section 4):
   * the core group /api/v1: Pods (namespaced; /api/v1/pods lists and watches across namespaces,

@@ -35,9 +35,11 @@ What it models (section numbers are the spec's):
                   before Allocate, which the real kubelet never does; "none" does not publish.
   Restart         `restart` = a kubelet restart: servers stop, ListAndWatch streams are cut, every unix socket
                   in plugin_dir except kubelet_internal_checkpoint is deleted (CleanupPluginDirectory, also
-                  done at first start), kubelet.sock and the pod-resources socket are recreated. From the
-                  checkpoint the new kubelet keeps allocations and the resource names, with zero devices until
-                  each plugin registers again.
+                  done at first start: the names are read at once, then each socket among them is unlinked
+                  in turn, cleanup_delay seconds apart when the restart asks for it, a slow kubelet), and only
+                  then are kubelet.sock and the pod-resources socket recreated. From the checkpoint the new
+                  kubelet keeps allocations and the resource names, with zero devices until each plugin
+                  registers again.
 What it does not model: the topology manager (no NUMA alignment), init-container reuse across containers of
 one pod (pass `reuse` by hand), the 5 min endpointStopGracePeriod (a disconnected resource keeps its
 capacity until the next registration or restart), the plugin-watcher path (§2.4), CPU/memory/dynamic
@@ -64,7 +66,7 @@ with a line-oriented JSON control protocol (the same one tests/peers/grpc-js/kub
          (device_ids skips the kubelet's selection and sends exactly those ids: a test shortcut)
   release {namespace, pod}          the pod is gone: its devices are free again and leave pod-resources
   set_pods {pods: [{namespace, name, containers: [{name, devices: {RESOURCE: [ids]}}]}]}
-  restart {}                        a kubelet restart (see above)
+  restart {cleanup_delay=0}         a kubelet restart (see above); cleanup_delay: seconds between two deletions
   quit {}                           replies, then exits
   RES = {registered, connected, registrations, updates, endpoint, options: {pre_start_required,
          get_preferred_allocation_available}, devices: [{id, health, numa: [..]}], healthy, unhealthy,
@@ -183,9 +185,9 @@ class FakeKubelet:
     def podres_socket(self):
         return os.path.join(self.podres_dir, KUBELET_SOCKET) if self.podres_dir else None
 
-    def start(self):
+    def start(self, cleanup_delay=0.0):
         os.makedirs(self.plugin_dir, mode=0o750, exist_ok=True)
-        self._cleanup_plugin_dir()
+        self._cleanup_plugin_dir(cleanup_delay)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("v1beta1.Registration", {
             "Register": grpc.unary_unary_rpc_method_handler(
@@ -228,25 +230,32 @@ class FakeKubelet:
                 s.stop(None).wait()
         self.server = self.podres_server = None
 
-    def restart(self):
+    def restart(self, cleanup_delay=0.0):
         """A kubelet restart (§2.2 item 8): the new process reads its checkpoint (allocations and resource
-        names survive, devices are empty until each plugin registers again) and cleans the directory."""
+        names survive, devices are empty until each plugin registers again) and cleans the directory
+        (cleanup_delay seconds between two deletions) before it listens again."""
         self.stop()
         with self.cond:
             for r in self.resources.values():
                 r.devices = {}
             self.cond.notify_all()
-        self.start()
+        self.start(cleanup_delay)
 
-    def _cleanup_plugin_dir(self):
-        # CleanupPluginDirectory: every unix socket but the checkpoint goes; directories stay.
+    def _cleanup_plugin_dir(self, delay=0.0):
+        # CleanupPluginDirectory: the names read at once (Readdirnames), then every unix socket among
+        # them but the checkpoint goes, one after the other, whatever file the name holds by then;
+        # directories stay.
+        first = True
         for name in os.listdir(self.plugin_dir):
             path = os.path.join(self.plugin_dir, name)
             if name == CHECKPOINT:
                 continue
+            if delay and not first:
+                time.sleep(delay)
             try:
                 if stat.S_ISSOCK(os.lstat(path).st_mode):
                     os.unlink(path)
+                    first = False
             except FileNotFoundError:
                 pass
 
@@ -646,7 +655,7 @@ def main():
                 k.set_pods(a["pods"])
                 reply = {}
             elif cmd == "restart":
-                k.restart()
+                k.restart(float(a.get("cleanup_delay", 0)))
                 reply = {}
             elif cmd == "quit":
                 emit({"id": rid, "ok": True})

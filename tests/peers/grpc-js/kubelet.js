@@ -11,7 +11,8 @@
 // all, allocatable = Healthy; a dropped stream marks everything unhealthy, no redial), allocate (the
 // kubelet's device selection without a topology manager, GetPreferredAllocation when advertised, one
 // container request to Allocate, PreStartContainer when required), release, restart (sockets deleted
-// except kubelet_internal_checkpoint, kubelet.sock recreated, allocations kept) and the wait commands.
+// except kubelet_internal_checkpoint, one after the other, cleanup_delay seconds apart if asked, then
+// kubelet.sock recreated, allocations kept) and the wait commands.
 // Not here: the pod-resources server (set_pods answers an error; use fake_kubelet.py for §2.3).
 'use strict';
 
@@ -80,9 +81,9 @@ class FakeKubelet {
 
   get socket() { return path.join(this.pluginDir, 'kubelet.sock'); }
 
-  async start() {
+  async start(cleanupDelay = 0) {
     fs.mkdirSync(this.pluginDir, { recursive: true, mode: 0o750 });
-    this.cleanup();
+    await this.cleanup(cleanupDelay);
     this.server = new grpc.Server();
     this.server.addService(pkg.Registration.service, { Register: (call, cb) => this.register(call.request, cb) });
     await new Promise((resolve, reject) => this.server.bindAsync('unix:' + this.socket,
@@ -101,17 +102,23 @@ class FakeKubelet {
     this.notify();
   }
 
-  async restart() { // §2.2 item 8; allocations and resource names survive through the checkpoint
+  // §2.2 item 8; allocations and resource names survive through the checkpoint. cleanupDelay:
+  // seconds between two deletions of the cleanup (a slow kubelet), which ends before kubelet.sock.
+  async restart(cleanupDelay = 0) {
     this.stop();
     for (const r of this.resources.values()) r.devices = new Map();
-    await this.start();
+    await this.start(cleanupDelay);
   }
 
-  cleanup() { // CleanupPluginDirectory: unix sockets go, the checkpoint and directories stay
+  // CleanupPluginDirectory: the names read at once, then each unix socket among them unlinked in
+  // turn (whatever file the name holds by then); the checkpoint and directories stay.
+  async cleanup(delay = 0) {
+    let first = true;
     for (const name of fs.readdirSync(this.pluginDir)) {
       if (name === CHECKPOINT) continue;
+      if (delay && !first) await new Promise((resolve) => setTimeout(resolve, delay * 1000));
       const p = path.join(this.pluginDir, name);
-      try { if (fs.lstatSync(p).isSocket()) fs.unlinkSync(p); } catch (e) { /* gone already */ }
+      try { if (fs.lstatSync(p).isSocket()) { fs.unlinkSync(p); first = false; } } catch (e) { /* gone already */ }
     }
   }
 
@@ -380,7 +387,7 @@ async function main() {
         case 'wait_disconnected': reply = { resource: await k.wait(x.resource, (s) => !s.registered && s.registrations > 0, timeout, 'the end of ListAndWatch') }; break;
         case 'allocate': emit({ ...(await k.allocate(x)), id }); return;
         case 'release': k.release(x.namespace, x.pod); reply = {}; break;
-        case 'restart': await k.restart(); reply = {}; break;
+        case 'restart': await k.restart(Number(x.cleanup_delay || 0)); reply = {}; break;
         case 'set_pods': throw new Error('no pod-resources server in the grpc-js fake (use fake_kubelet.py)');
         case 'quit': emit({ id, ok: true }); k.stop(); process.exit(0); return;
         default: throw new Error(`unknown command ${JSON.stringify(cmd)}`);
