@@ -5,8 +5,19 @@
 
 #include "base/diag.h"
 #include "kube/cache.h"
+#include "webhook/server.h"
 
 #include <stdio.h>
+
+#define WAITING "waiting for the first list of "
+
+/*
+ * The longest reason tsr_cache_lookup_ready writes fits the room the server gives it: the API
+ * server's Status message in a last_error is quoted whole, never cut mid-sentence.
+ */
+_Static_assert(TSR_WEBHOOK_WHY_MAX >= sizeof(WAITING "kvcachepoolbindings: ") +
+                                          sizeof(((struct tsr_kube_cache_stats *)0)->last_error),
+               "TSR_WEBHOOK_WHY_MAX cannot hold a readiness reason");
 
 static json_t *instancetype(void *ctx, const char *name)
 {
@@ -91,7 +102,7 @@ bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len)
 
                 tsr_kube_cache_stats(l->cache, (enum tsr_kube_cache_resource)r, &st);
                 if (!st.synced && !st.optional) {
-                        snprintf(why, why_len, "waiting for the first list of %s%s%s",
+                        snprintf(why, why_len, WAITING "%s%s%s",
                                  tsr_kube_cache_resource_name((enum tsr_kube_cache_resource)r),
                                  st.last_error[0] ? ": " : "", st.last_error);
                         return false;

@@ -29,7 +29,10 @@ struct tsr_cache_lookup {
 /* The server's lookup callback (server.h); ctx is a struct tsr_cache_lookup. */
 void tsr_cache_lookup_fill(void *ctx, struct tsr_webhook_lookup *lookup);
 
-/* The server's ready callback: true once the cache has synced, else why names what it waits on. */
+/*
+ * The server's ready callback: true once the cache has synced, else why names what it waits on
+ * and the API server's last answer for it, whole in a why of TSR_WEBHOOK_WHY_MAX bytes (server.h).
+ */
 bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len);
 
 #endif

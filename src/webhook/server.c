@@ -150,12 +150,12 @@ static bool is_json(const char *content_type)
 
 static enum MHD_Result serve_readyz(struct tsr_webhook_server *s, struct MHD_Connection *c)
 {
-        char why[256] = "";
+        char why[TSR_WEBHOOK_WHY_MAX] = "";
 
         if (atomic_load(&s->stopping))
                 return reply_text(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting down\n");
         if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
-                char line[300];
+                char line[TSR_WEBHOOK_WHY_MAX + 1];
 
                 snprintf(line, sizeof(line), "%s\n", why[0] ? why : "not ready");
                 return reply_text(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, line);
@@ -238,14 +238,14 @@ static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Con
 {
         struct tsr_webhook_lookup lookup;
         struct tsr_webhook_outcome o;
-        char *body = NULL, why[256] = "";
+        char *body = NULL, why[TSR_WEBHOOK_WHY_MAX] = "";
         enum MHD_Result ok;
         int rc;
 
         if (r->too_big)
                 return refuse_too_big(s, c, r->route, seconds_since(&r->start));
         if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
-                char msg[300];
+                char msg[sizeof("not ready: ") + TSR_WEBHOOK_WHY_MAX];
 
                 /* Answering from a cache that has not listed everything would deny wrongly. */
                 snprintf(msg, sizeof(msg), "not ready: %s", why);

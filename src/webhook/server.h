@@ -41,6 +41,13 @@ struct tsr_webhook_server;
 
 #define TSR_WEBHOOK_MAX_BODY_DEFAULT ((size_t)7 << 20) /* controller-runtime's request limit */
 
+/*
+ * The room the server gives a ready callback's why, NUL included. A reason quotes the API
+ * server's own Status message (a 403 names the user, the resource, its group and scope: some
+ * 200 bytes), and reaches the user whole, in /readyz and in the 503 the API server reports.
+ */
+#define TSR_WEBHOOK_WHY_MAX 768
+
 struct tsr_webhook_server_config {
         const char *bind;        /* an IPv4 or IPv6 literal; NULL: every address */
         unsigned port;           /* the webhook port; 0: an ephemeral one */
@@ -54,7 +61,8 @@ struct tsr_webhook_server_config {
         size_t n_routes;
         /* Fills *lookup with the cluster state one review reads (its current Settings included). */
         void (*lookup)(void *ctx, struct tsr_webhook_lookup *lookup);
-        /* True when the cluster state can be answered from; else false with why filled. */
+        /* True when the cluster state can be answered from; else false with why (why_len bytes,
+         * TSR_WEBHOOK_WHY_MAX) filled. */
         bool (*ready)(void *ctx, char *why, size_t why_len);
         void *ctx;
 };
