@@ -189,13 +189,8 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                 }
                 /* The cells status.printable carries (instancetype_json), from one formatter. */
                 tsr_printable_fill(&u, &v, &cpu, &pr);
-                const char *row[] = {pools[i].name,
-                                     pools[i].entrance,
-                                     pr.unit,
-                                     pr.accelerator,
-                                     pr.cpu,
-                                     "Active",
-                                     pr.partitions};
+                const char *row[] = {pools[i].name, pools[i].entrance, pr.unit,      pr.accelerator,
+                                     pr.cpu,        "Active",          pr.partitions};
                 rc = sim_table_row(&t, row);
         }
         if (!rc && name && !shown)

@@ -59,6 +59,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+import drivers as _drivers  # noqa: E402
 PEERS_SCRIPT = os.path.join(ROOT, "tools", "peers.sh")
 
 ADMIN_TOKEN = "tessera-admin-token"
@@ -104,17 +106,9 @@ def free_port():
 
 
 def eventually(pred, timeout=30.0, interval=0.1):
-    """pred()'s first truthy value within timeout seconds, else its last value (an exception
-    counts as "not yet")."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            v = pred()
-        except Exception:  # noqa: BLE001 - a probe that fails is "not yet"
-            v = None
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(interval)
+    """drivers.eventually with the control plane's longer patience: pred()'s first truthy value
+    within timeout seconds, else its last value."""
+    return _drivers.eventually(pred, timeout, interval)
 
 
 def _openssl(*args, cwd):
@@ -412,36 +406,32 @@ class ControlPlane:
         for ns in ("default",) + SYSTEM_NAMESPACES + ("gpustack-system",):
             self.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
-    def _scheduler(self):
+    def _kube_component(self, name, *flags):
+        """kube-scheduler or kube-controller-manager: the admin's kubeconfig for its client, its
+        delegated authentication and authorization, no leader election, its secure port on
+        loopback; ready when /healthz answers ok."""
         port = free_port()
-        self._start("kube-scheduler", [
-            os.path.join(self.bin, "kube-scheduler"), "--kubeconfig", self.kubeconfig,
+        self._start(name, [
+            os.path.join(self.bin, name), "--kubeconfig", self.kubeconfig,
             "--authentication-kubeconfig", self.kubeconfig,
             "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
             "--bind-address", "127.0.0.1", "--secure-port", str(port),
-            "--cert-dir", os.path.join(self.dir, "scheduler"), "--v", "2"])
+            "--cert-dir", os.path.join(self.dir, name), *flags])
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE
-        self._wait_ready("kube-scheduler", lambda: urllib.request.urlopen(
+        self._wait_ready(name, lambda: urllib.request.urlopen(
             "https://127.0.0.1:%d/healthz" % port, context=insecure, timeout=2).read() == b"ok",
             60)
 
+    def _scheduler(self):
+        self._kube_component("kube-scheduler", "--v", "2")
+
     def _controller_manager(self):
-        port = free_port()
-        self._start("kube-controller-manager", [
-            os.path.join(self.bin, "kube-controller-manager"), "--kubeconfig", self.kubeconfig,
-            "--authentication-kubeconfig", self.kubeconfig,
-            "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
-            "--controllers", "garbagecollector,namespace", "--use-service-account-credentials=false",
-            "--bind-address", "127.0.0.1", "--secure-port", str(port),
-            "--cert-dir", os.path.join(self.dir, "controller-manager"), "--v", "1"])
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
-        self._wait_ready("kube-controller-manager", lambda: urllib.request.urlopen(
-            "https://127.0.0.1:%d/healthz" % port, context=insecure, timeout=2).read() == b"ok",
-            60)
+        self._kube_component("kube-controller-manager", "--controllers",
+                             "garbagecollector,namespace",
+                             "--use-service-account-credentials=false", "--v", "1")
+
 
     # ---- Kueue ---------------------------------------------------------------------------------
 

@@ -37,3 +37,23 @@ class Tap:
     def done(self):
         print("1..%d" % len(self.results), flush=True)
         return 1 if self.failed() or not self.results else 0
+
+
+def on_control_plane(t, suite, body, **options):
+    """Runs body(cp) on a fresh ControlPlane(suite, **options): its start-up time is noted, an
+    exception from the start-up or the body is one failed check with its traceback, and the
+    control plane is stopped, keeping its logs when any check of t failed."""
+    from controlplane import ControlPlane
+
+    failed = True
+    cp = ControlPlane(suite, **options)
+    try:
+        cp.start()
+        t.note("control plane up in %.1f s (%s)" % (cp.timings["total"], ", ".join(
+            "%s %.1f s" % kv for kv in cp.timings.items() if kv[0] != "total")))
+        body(cp)
+        failed = t.failed()
+    except Exception:  # noqa: BLE001 - reported as a failed check
+        t.crash(suite)
+    finally:
+        cp.stop(failed=failed)

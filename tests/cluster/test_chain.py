@@ -23,10 +23,10 @@ import os
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from controlplane import ControlPlane, eventually  # noqa: E402
+from controlplane import eventually  # noqa: E402
 from daemons import DeviceManager, wait_for  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
-from tap import Tap  # noqa: E402
+from tap import Tap, on_control_plane  # noqa: E402
 
 ALLOC = "device.gpustack.ai/accelerator.allocated"
 NS = "team-a"
@@ -175,18 +175,7 @@ def run(t, tessera, cp):
 def main():
     tessera = sys.argv[1]
     t = Tap()
-    failed = True
-    cp = ControlPlane("chain")
-    try:
-        cp.start()
-        t.note("control plane up in %.1f s (%s)" % (cp.timings["total"], ", ".join(
-            "%s %.1f s" % kv for kv in cp.timings.items())))
-        run(t, tessera, cp)
-        failed = t.failed()
-    except Exception:  # noqa: BLE001 - reported as a failed check
-        t.crash("chain")
-    finally:
-        cp.stop(failed=failed)
+    on_control_plane(t, "chain", lambda cp: run(t, tessera, cp))
     sys.exit(t.done())
 
 

@@ -27,9 +27,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from controlplane import ROOT, ControlPlane, eventually  # noqa: E402
+from controlplane import ROOT, eventually  # noqa: E402
 from daemons import WebhookServer, register_webhooks  # noqa: E402
-from tap import Tap  # noqa: E402
+from names import entrance  # noqa: E402
+from tap import Tap, on_control_plane  # noqa: E402
 
 NS = "team-a"
 KQ = "kueue.x-k8s.io"
@@ -39,16 +40,6 @@ BARE = "gpustack--nvidia-a100-sxm4-80gb-linux-amd64"  # its detail is not comput
 VALIDATE = 'admission webhook "validate.gpustack-worker.core.v1.pod" denied the request: '
 
 
-def fnv1a64(text):
-    h = 0xcbf29ce484222325
-    for b in text.encode():
-        h ^= b
-        h = (h * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
-
-
-def entrance(cq):
-    return "gpustack-fnv64-" + fnv1a64(cq)
 
 
 def instancetype(name, group):
@@ -265,17 +256,8 @@ def run(t, tessera, cp):
 def main():
     tessera = sys.argv[1]
     t = Tap()
-    failed = True
-    cp = ControlPlane("gate1", scheduler=False, controller_manager=False)
-    try:
-        cp.start()
-        t.note("control plane up in %.1f s" % cp.timings["total"])
-        run(t, tessera, cp)
-        failed = t.failed()
-    except Exception:  # noqa: BLE001 - reported as a failed check
-        t.crash("gate1")
-    finally:
-        cp.stop(failed=failed)
+    on_control_plane(t, "gate1", lambda cp: run(t, tessera, cp), scheduler=False,
+                     controller_manager=False)
     sys.exit(t.done())
 
 

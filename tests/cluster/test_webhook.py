@@ -67,7 +67,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, ApiError, ControlPlane, eventually  # noqa: E402
 from daemons import WebhookServer, register_webhooks  # noqa: E402
-from tap import Tap  # noqa: E402
+from names import entrance  # noqa: E402
+from tap import Tap, on_control_plane  # noqa: E402
 
 NS = "team-a"
 SYSTEM_NS = "gpustack-system"
@@ -96,16 +97,6 @@ IMMUTABLE = 'InstanceType.worker.gpustack.ai "%s" is invalid: spec: Forbidden: i
             'except displayName and inactive' % H100
 
 
-def fnv1a64(text):
-    h = 0xcbf29ce484222325
-    for b in text.encode():
-        h ^= b
-        h = (h * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
-
-
-def entrance(cq):
-    return "gpustack-fnv64-" + fnv1a64(cq)
 
 
 LQ = entrance(H100)
@@ -744,17 +735,8 @@ def run(t, tessera, cp):
 def main():
     tessera = sys.argv[1]
     t = Tap()
-    failed = True
-    cp = ControlPlane("webhook", scheduler=False, controller_manager=False, users=[SA_USER])
-    try:
-        cp.start()
-        t.note("control plane up in %.1f s" % cp.timings["total"])
-        run(t, tessera, cp)
-        failed = t.failed()
-    except Exception:  # noqa: BLE001 - reported as a failed check
-        t.crash("webhook")
-    finally:
-        cp.stop(failed=failed)
+    on_control_plane(t, "webhook", lambda cp: run(t, tessera, cp), scheduler=False,
+                     controller_manager=False, users=[SA_USER])
     try:
         check_unserved(t, tessera)
     except Exception:  # noqa: BLE001 - reported as a failed check

@@ -16,6 +16,8 @@
 #include "base/err.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube_ctl.h"
+#include "support/clock.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -43,21 +45,6 @@ static const char *env_or_fail(const char *name)
         if (!v || !*v)
                 fail_msg("%s is not set (run this test through meson test)", name);
         return v;
-}
-
-static long now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
-static void sleep_ms(long ms)
-{
-        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-        nanosleep(&ts, NULL);
 }
 
 static const char *ready_str(struct cluster_apiserver *c, const char *field)
@@ -254,16 +241,7 @@ const char *cluster_token(struct cluster_apiserver *c, const char *user)
 json_t *cluster_request(struct cluster_apiserver *c, const char *method, const char *path,
                         const char *body)
 {
-        struct tsr_diag diag;
-        json_t *out = NULL;
-        int rc;
-
-        tsr_diag_clear(&diag);
-        rc = tsr_kube_client_request(c->ctl, method, path, body ? "application/json" : NULL, body,
-                                     body ? strlen(body) : 0, NULL, &out, NULL, &diag);
-        if (rc)
-                fail_msg("%s %s: %s: %s", method, path, tsr_err_name(rc), diag.msg);
-        return out;
+        return kube_ctl_request(c->ctl, method, path, body);
 }
 
 json_t *cluster_create(struct cluster_apiserver *c, const char *collection, const char *object)
@@ -273,19 +251,7 @@ json_t *cluster_create(struct cluster_apiserver *c, const char *collection, cons
 
 json_t *cluster_patch(struct cluster_apiserver *c, const char *path, const char *patch)
 {
-        struct tsr_diag diag;
-        json_t *body = json_loads(patch, 0, NULL), *out = NULL;
-        int rc;
-
-        if (!body)
-                fail_msg("bad patch text %s", patch);
-        tsr_diag_clear(&diag);
-        rc = tsr_kube_client_patch(c->ctl, path, TSR_KUBE_PATCH_MERGE, body, NULL, &out, NULL,
-                                   &diag);
-        json_decref(body);
-        if (rc)
-                fail_msg("PATCH %s: %s: %s", path, tsr_err_name(rc), diag.msg);
-        return out;
+        return kube_ctl_merge_patch(c->ctl, path, patch);
 }
 
 void cluster_delete(struct cluster_apiserver *c, const char *path)

@@ -14,6 +14,8 @@
 #include "base/err.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube_ctl.h"
+#include "support/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -37,13 +39,6 @@ static const char *env_or_fail(const char *name)
         if (!v || !*v)
                 fail_msg("%s is not set (run this test through meson test)", name);
         return v;
-}
-
-static void sleep_ms(long ms)
-{
-        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-        nanosleep(&ts, NULL);
 }
 
 void fake_certs(char *dir, size_t size)
@@ -213,16 +208,7 @@ void fake_stop(struct fake_apiserver *f)
 static json_t *request(struct fake_apiserver *f, const char *method, const char *path,
                        const char *body)
 {
-        struct tsr_diag diag;
-        json_t *out = NULL;
-        int rc;
-
-        tsr_diag_clear(&diag);
-        rc = tsr_kube_client_request(f->ctl, method, path, body ? "application/json" : NULL, body,
-                                     body ? strlen(body) : 0, NULL, &out, NULL, &diag);
-        if (rc)
-                fail_msg("%s %s: %s: %s", method, path, tsr_err_name(rc), diag.msg);
-        return out;
+        return kube_ctl_request(f->ctl, method, path, body);
 }
 
 json_t *fake_control(struct fake_apiserver *f, const char *what, const char *body)
@@ -289,19 +275,7 @@ json_t *fake_create(struct fake_apiserver *f, const char *collection, const char
 
 json_t *fake_patch(struct fake_apiserver *f, const char *path, const char *patch)
 {
-        struct tsr_diag diag;
-        json_t *body = json_loads(patch, 0, NULL), *out = NULL;
-        int rc;
-
-        if (!body)
-                fail_msg("bad patch text %s", patch);
-        tsr_diag_clear(&diag);
-        rc = tsr_kube_client_patch(f->ctl, path, TSR_KUBE_PATCH_MERGE, body, NULL, &out, NULL,
-                                   &diag);
-        json_decref(body);
-        if (rc)
-                fail_msg("PATCH %s: %s: %s", path, tsr_err_name(rc), diag.msg);
-        return out;
+        return kube_ctl_merge_patch(f->ctl, path, patch);
 }
 
 void fake_delete(struct fake_apiserver *f, const char *path)

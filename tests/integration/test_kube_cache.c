@@ -57,6 +57,7 @@
 
 #include "cluster_apiserver.h"
 #include "fake_apiserver.h"
+#include "support/clock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -93,21 +94,6 @@ struct world {
 static struct cluster_apiserver C;
 static struct fake_apiserver F;
 static struct world R = {.real = &C}, FW = {.fake = &F};
-
-static long now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
-static void sleep_ms(long ms)
-{
-        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-        nanosleep(&ts, NULL);
-}
 
 /* Polls expr every 10 ms for up to WAIT_MS; fails the test with what when it stays false. */
 #define EVENTUALLY(expr, what)                                                                     \

@@ -53,6 +53,7 @@
 
 #include "cluster_apiserver.h"
 #include "fake_apiserver.h"
+#include "support/clock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -68,14 +69,6 @@
 static struct cluster_apiserver C; /* the real API server */
 static char fake_dir[256];
 static struct fake_apiserver fake; /* the fake, for faults */
-
-static long now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static struct tsr_kube_client *client_for(const char *url, const char *token,
                                           const char *token_file, const char *ca)

@@ -50,6 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 from controlplane import ROOT, ControlPlane, eventually  # noqa: E402
 from daemons import WebhookServer  # noqa: E402
+from names import entrance  # noqa: E402
 from tap import Tap  # noqa: E402
 
 SVC = "gpustack-worker-webhook.gpustack-system.svc"
@@ -61,16 +62,6 @@ POD_WEBHOOK = "mutate.gpustack-worker.core.v1.pod"
 t = Tap()
 
 
-def fnv1a64(text):
-    h = 0xcbf29ce484222325
-    for b in text.encode():
-        h ^= b
-        h = (h * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
-
-
-def entrance(name):
-    return "gpustack-fnv64-" + fnv1a64(name)
 
 
 # ---- certificates -----------------------------------------------------------------------------

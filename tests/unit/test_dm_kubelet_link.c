@@ -47,6 +47,7 @@
 #include "devicemanager/plugin.h"
 #include "grpc/unix_client.h"
 #include "grpc/unix_server.h"
+#include "support/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -115,22 +116,6 @@ static struct {
         int regs[NPLUG]; /* successful Registers with the current kubelet */
         int fails;       /* failed Registers (all kubelets) */
 } K = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-static long now_ms(void)
-{
-        struct timespec t;
-
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
-}
-
-static void sleep_ms(long ms)
-{
-        struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-
-        while (nanosleep(&t, &t) && errno == EINTR)
-                ;
-}
 
 static int plugin_index(const char *resource)
 {
