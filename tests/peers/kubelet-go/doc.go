@@ -32,11 +32,12 @@
 //	                ones too). Get of an unknown pod is NOT_FOUND. An allocation appears only AFTER Allocate
 //	                returns (publish "after", the default); "before" publishes before Allocate, which the
 //	                real kubelet never does; "none" never publishes.
-//	Restart         restart = a kubelet restart: servers stop, ListAndWatch streams are cut, every unix
-//	                socket in plugin_dir except kubelet_internal_checkpoint is deleted
-//	                (CleanupPluginDirectory, also done at first start), kubelet.sock and the pod-resources
-//	                socket are recreated. Allocations and resource names survive (the checkpoint), with
-//	                zero devices until each plugin registers again.
+//	Restart         restart {cleanup_delay=0} = a kubelet restart: servers stop, ListAndWatch streams are
+//	                cut, every unix socket in plugin_dir except kubelet_internal_checkpoint is deleted
+//	                (CleanupPluginDirectory, also done at first start: the names are read at once, then
+//	                the sockets are unlinked in turn, cleanup_delay seconds apart, a slow kubelet), and only
+//	                then are kubelet.sock and the pod-resources socket recreated. Allocations and resource
+//	                names survive (the checkpoint), with zero devices until each plugin registers again.
 //
 // What it does not model (as fake_kubelet.py): the topology manager, init-container reuse across the
 // containers of a pod (pass reuse by hand), the 5 min endpointStopGracePeriod, the plugin-watcher path

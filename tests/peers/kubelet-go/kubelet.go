@@ -137,11 +137,11 @@ func (k *kubelet) notify() {
 
 // ---- lifecycle ------------------------------------------------------------------------------------
 
-func (k *kubelet) start() error {
+func (k *kubelet) start(cleanupDelay time.Duration) error {
 	if err := os.MkdirAll(k.pluginDir, 0o750); err != nil {
 		return err
 	}
-	k.cleanupPluginDir()
+	k.cleanupPluginDir(cleanupDelay)
 	lis, err := net.Listen("unix", k.kubeletSocket())
 	if err != nil {
 		return err
@@ -195,8 +195,9 @@ func (k *kubelet) stop() {
 }
 
 // restart is a kubelet restart (§2.2 item 8): the new process reads its checkpoint (allocations and
-// resource names survive, devices are empty until each plugin registers again) and cleans the directory.
-func (k *kubelet) restart() error {
+// resource names survive, devices are empty until each plugin registers again) and cleans the directory,
+// cleanupDelay between two deletions (a slow kubelet), before it serves kubelet.sock again.
+func (k *kubelet) restart(cleanupDelay time.Duration) error {
 	k.stop()
 	k.mu.Lock()
 	for _, r := range k.resources {
@@ -204,23 +205,28 @@ func (k *kubelet) restart() error {
 	}
 	k.notify()
 	k.mu.Unlock()
-	return k.start()
+	return k.start(cleanupDelay)
 }
 
-// cleanupPluginDir is CleanupPluginDirectory: every unix socket but the checkpoint goes; directories
-// and plain files stay.
-func (k *kubelet) cleanupPluginDir() {
+// cleanupPluginDir is CleanupPluginDirectory: the names are read at once, then every unix socket among
+// them but the checkpoint is unlinked in turn, delay apart; directories and plain files stay.
+func (k *kubelet) cleanupPluginDir(delay time.Duration) {
 	entries, err := os.ReadDir(k.pluginDir)
 	if err != nil {
 		return
 	}
+	removed := 0
 	for _, e := range entries {
 		if e.Name() == checkpointName {
 			continue
 		}
 		p := filepath.Join(k.pluginDir, e.Name())
 		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			if removed > 0 && delay > 0 {
+				time.Sleep(delay)
+			}
 			_ = os.Remove(p)
+			removed++
 		}
 	}
 }

@@ -199,7 +199,13 @@ func (k *kubelet) run(cmd string, args map[string]json.RawMessage, timeout float
 		k.setPods(pods)
 		return map[string]any{}, nil
 	case "restart":
-		if err := k.restart(); err != nil {
+		var r struct {
+			CleanupDelay float64 `json:"cleanup_delay"`
+		}
+		if err := decode(args, &r, true); err != nil {
+			return nil, err
+		}
+		if err := k.restart(time.Duration(r.CleanupDelay * float64(time.Second))); err != nil {
 			return nil, err
 		}
 		return map[string]any{}, nil
@@ -236,7 +242,7 @@ func main() {
 		}
 	}
 	k := newKubelet(pd, prd, time.Duration(*dialTimeout*float64(time.Second)), !*noRateLimit)
-	if err := k.start(); err != nil {
+	if err := k.start(0); err != nil {
 		fmt.Fprintln(os.Stderr, "fake-kubelet-go:", err)
 		os.Exit(1)
 	}
