@@ -129,7 +129,7 @@ go_build() {
 # Names the module the proxy refused, from go's own words in the log.
 explain_failure() {
 	local log=$1 refused
-	refused=$(grep -oE '[A-Za-z0-9._~/-]+@v[0-9][A-Za-z0-9.+-]*: (reading|verifying|invalid version|unknown revision)[^\n]*' "$log" |
+	refused=$(grep -oE '[A-Za-z0-9._~/-]+@v[0-9][A-Za-z0-9.+-]*: (reading|verifying|invalid version|unknown revision).*' "$log" |
 		head -n 3 || true)
 	if [ -n "$refused" ]; then
 		echo "peers: the module proxy ($(go env GOPROXY)) refused:" >&2

@@ -4,7 +4,7 @@ it: a full control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-
 comes up and reports each component's readiness time and the real server's version; killing the
 harness with SIGKILL, the way a test runner ends a hung suite, takes every component down with it;
 a suite that failed keeps its work directory with every component's log; one that passed leaves
-nothing behind.
+nothing behind; and tools/peers.sh, given a pin the module proxy refuses, fails naming that module.
 
 Prints TAP.
 """
@@ -95,7 +95,31 @@ def main():
     p.wait(60)
     t.ok(ready.get("dir") and not os.path.exists(ready["dir"]) and wait_gone(pids, 5),
          "a passing suite stops every component and leaves no directory behind", ready)
+    check_refused_pin(t)
     sys.exit(t.done())
+
+
+def check_refused_pin(t):
+    """tools/peers.sh on a copy of tools/ whose etcd pin names a release the module proxy does
+    not serve: the build fails and says which module the proxy refused."""
+    import shutil
+    import tempfile
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with tempfile.TemporaryDirectory(prefix="tsr-peers-") as d:
+        shutil.copytree(os.path.join(root, "tools"), os.path.join(d, "tools"))
+        mod = os.path.join(d, "tools", "peers", "etcd", "go.mod")
+        with open(mod) as f:
+            text = f.read().replace("go.etcd.io/etcd/server/v3 v3.6.16",
+                                    "go.etcd.io/etcd/server/v3 v3.6.99")
+        with open(mod, "w") as f:
+            f.write(text)
+        r = subprocess.run(["bash", os.path.join(d, "tools", "peers.sh"), "build", "etcd"],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, TESSERA_PEERS_CACHE=os.path.join(d, "cache")))
+    t.ok(r.returncode != 0 and "refused:" in r.stderr and
+         "go.etcd.io/etcd/server/v3@v3.6.99" in r.stderr.split("refused:", 1)[-1],
+         "a pin the module proxy refuses fails the build, naming the module", r.stderr)
 
 
 if __name__ == "__main__":
