@@ -25,7 +25,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RECIPE=1 # bump when a build command below changes
+RECIPE=2 # bump when a build command below changes
 K8S_VERSION=v1.36.3
 K8S_MINOR=36
 
@@ -121,7 +121,12 @@ go_build() {
 		cp "$src/config/components/webhook/manifests.yaml" "$out/../share/kueue/webhooks.yaml"
 		chmod -R u+w "$out/../share"
 		;;
-	helm) go build -p 2 -trimpath -ldflags "-s -w" -o "$out/helm" helm.sh/helm/v4/cmd/helm ;;
+	helm)
+		# As helm's release build: the version it reports is the pinned module's.
+		go build -p 2 -trimpath -o "$out/helm" -ldflags \
+			"-s -w -X helm.sh/helm/v4/internal/version.version=$(mod_version helm helm.sh/helm/v4)" \
+			helm.sh/helm/v4/cmd/helm
+		;;
 	kubelet-go) go build -p 2 -trimpath -ldflags "-s -w" -o "$out/fake-kubelet-go" . ;;
 	esac
 }

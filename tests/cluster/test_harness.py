@@ -4,7 +4,8 @@ it: a full control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-
 comes up and reports each component's readiness time and the real server's version; killing the
 harness with SIGKILL, the way a test runner ends a hung suite, takes every component down with it;
 a suite that failed keeps its work directory with every component's log; one that passed leaves
-nothing behind; and tools/peers.sh, given a pin the module proxy refuses, fails naming that module.
+nothing behind; etcd, kubectl and helm report their pinned releases; and tools/peers.sh, given a pin
+the module proxy refuses, fails naming that module.
 
 Prints TAP.
 """
@@ -95,8 +96,23 @@ def main():
     p.wait(60)
     t.ok(ready.get("dir") and not os.path.exists(ready["dir"]) and wait_gone(pids, 5),
          "a passing suite stops every component and leaves no directory behind", ready)
+    check_versions(t)
     check_refused_pin(t)
     sys.exit(t.done())
+
+
+def check_versions(t):
+    """Each client peer reports the release its wrapper module pins."""
+    bindir = os.environ.get("TSR_PEERS_BIN") or subprocess.run(
+        ["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                              "peers.sh"), "bin"], capture_output=True, text=True).stdout.strip()
+    for argv, want in ((["etcd", "--version"], "etcd Version: 3.6.16"),
+                       (["kubectl", "version", "--client"], "Client Version: v1.36.3"),
+                       (["helm", "version", "--short"], "v4.3.2")):
+        r = subprocess.run([os.path.join(bindir, argv[0])] + argv[1:], capture_output=True,
+                           text=True)
+        t.ok(r.returncode == 0 and want in r.stdout,
+             "%s reports %s" % (argv[0], want), r.stdout + r.stderr)
 
 
 def check_refused_pin(t):
