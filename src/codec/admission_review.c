@@ -196,7 +196,7 @@ static size_t utf8_len(const unsigned char *s, size_t n)
  * it can end, or hold a quoted value that ends, inside a UTF-8 sequence, which jansson refuses:
  * each byte that starts no valid sequence becomes U+FFFD, as Go's encoding/json writes it.
  */
-static json_t *utf8_string(const char *s)
+json_t *tsr_review_text(const char *s)
 {
         size_t n = strlen(s), o = 0;
         json_t *v = json_string(s);
@@ -279,7 +279,7 @@ int tsr_review_encode(const struct tsr_review *review, const struct tsr_verdict 
                     json_object_set_new(resp, "status",
                                         json_pack("{s:i, s:s, s:o, s:s}", "code", code, "reason",
                                                   v->reason[0] ? v->reason : "Forbidden", "message",
-                                                  utf8_string(v->message), "status", "Failure"))
+                                                  tsr_review_text(v->message), "status", "Failure"))
                         ? TSR_ENOMEM
                         : 0;
         }
@@ -289,7 +289,7 @@ int tsr_review_encode(const struct tsr_review *review, const struct tsr_verdict 
                 json_t *w = json_array();
 
                 for (size_t i = 0; w && i < v->n_warnings; i++)
-                        json_array_append_new(w, utf8_string(v->warnings[i]));
+                        json_array_append_new(w, tsr_review_text(v->warnings[i]));
                 rc = !w || json_object_set_new(resp, "warnings", w) ? TSR_ENOMEM : 0;
         }
         if (rc) {

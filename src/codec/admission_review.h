@@ -74,6 +74,13 @@ int tsr_review_decode(const char *body, size_t len, struct tsr_review *out, json
                       struct tsr_diag *diag);
 
 /*
+ * s as a new JSON string (json_decref), or NULL on ENOMEM: a byte that starts no valid UTF-8
+ * sequence (a buffer cut inside a character, a quoted byte of malformed input) becomes U+FFFD, as
+ * Go's encoding/json writes it. Every message the webhook answers with goes through it.
+ */
+json_t *tsr_review_text(const char *s);
+
+/*
  * Encodes the response to review with verdict v into *out. mutating says whether the webhook may
  * patch: only then is v->patched compared with review->object. Returns 0 or TSR_ENOMEM.
  */

@@ -157,7 +157,8 @@ static void push_if_changed(struct tsr_dm_plugin *p, struct watch *w, struct tsr
                 free(keep);
                 return;
         }
-        memcpy(keep, p->list, p->n_list * sizeof(*keep));
+        if (p->n_list) /* an empty family (no accelerator of it) has no list at all */
+                memcpy(keep, p->list, p->n_list * sizeof(*keep));
         free(w->sent);
         w->sent = keep;
         w->n_sent = p->n_list;

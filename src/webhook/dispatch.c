@@ -32,9 +32,10 @@ static const char *status_reason(int code)
 
 char *tsr_webhook_status_body(int code, const char *message)
 {
-        json_t *status = json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
-                                   "apiVersion", "v1", "metadata", "status", "Failure", "message",
-                                   message, "reason", status_reason(code), "code", code);
+        json_t *status =
+            json_pack("{s:s, s:s, s:{}, s:s, s:o, s:s, s:i}", "kind", "Status", "apiVersion", "v1",
+                      "metadata", "status", "Failure", "message", tsr_review_text(message),
+                      "reason", status_reason(code), "code", code);
         char *text;
 
         if (!status)

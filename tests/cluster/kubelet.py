@@ -217,8 +217,12 @@ class KubeletNode:
         self._admit(pod)
 
     def _device_resources(self):
+        """Every resource a device plugin ever registered: the kubelet keeps managing a resource
+        whose plugin went away (its devices turn unhealthy), so a Pod asking for it then fails
+        admission instead of starting without its devices."""
         state = self.kubelet.call("state", wait=10)
-        return {res for res, r in state.get("resources", {}).items() if r.get("registered")}
+        return {res for res, r in state.get("resources", {}).items()
+                if r.get("registered") or r.get("registrations")}
 
     def _admit(self, pod):
         meta, spec = pod["metadata"], pod["spec"]
