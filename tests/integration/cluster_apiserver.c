@@ -1,5 +1,5 @@
 /*
- * cluster_apiserver.c - posix_spawn of `controlplane.py serve` with pipes on stdin (its lifeline,
+ * cluster_apiserver.c - `controlplane.py serve` (peer_process.c) with pipes on stdin (its lifeline,
  * and the "fail" line) and stdout (the JSON ready line, parsed with jansson), a tsr_kube_client
  * for the REST calls, and libcurl for /metrics (Prometheus text, not JSON).
  */
@@ -17,6 +17,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube_ctl.h"
+#include "peer_process.h"
 #include "support/clock.h"
 
 #include <curl/curl.h>
@@ -24,15 +25,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define READY_TIMEOUT_MS 100000L /* under the tests' 120 s, to fail with a message */
 #define READY_LINE_MAX   (64 * 1024)
@@ -95,9 +93,7 @@ void cluster_start(struct cluster_apiserver *c, const struct cluster_opts *opts)
         static const struct cluster_opts none;
         const char *python, *script;
         const char *args[48];
-        char *argv[48];
-        posix_spawn_file_actions_t fa;
-        int in[2], out[2], n = 0, rc;
+        int n = 0, rc;
         struct tsr_kube_config cfg;
         struct tsr_diag diag;
         json_error_t jerr;
@@ -129,27 +125,7 @@ void cluster_start(struct cluster_apiserver *c, const struct cluster_opts *opts)
                 args[n++] = *u;
         }
         args[n] = NULL;
-        for (int i = 0; i <= n; i++)
-                argv[i] = args[i] ? strdup(args[i]) : NULL;
-
-        if (pipe(in) || pipe(out))
-                fail_msg("pipe: %s", strerror(errno));
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-        posix_spawn_file_actions_addclose(&fa, in[1]);
-        posix_spawn_file_actions_addclose(&fa, out[0]);
-        if (posix_spawn(&c->pid, python, &fa, NULL, argv, environ))
-                fail_msg("cannot start %s %s", python, script);
-        posix_spawn_file_actions_destroy(&fa);
-        for (int i = 0; i < n; i++)
-                free(argv[i]);
-        close(in[0]);
-        close(out[1]);
-        c->stdin_fd = in[1];
-        c->stdout_fd = out[0];
-        fcntl(c->stdin_fd, F_SETFD, FD_CLOEXEC);
-        fcntl(c->stdout_fd, F_SETFD, FD_CLOEXEC);
+        peer_spawn(args, &c->pid, &c->stdin_fd, &c->stdout_fd);
 
         line = read_line(c);
         c->ready = json_loads(line, 0, &jerr);

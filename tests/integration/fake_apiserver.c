@@ -15,6 +15,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube_ctl.h"
+#include "peer_process.h"
 #include "support/clock.h"
 
 #include <dirent.h>
@@ -99,9 +100,7 @@ void fake_start(struct fake_apiserver *f, const char *dir, const char *token, do
         const char *script = env_or_fail("TSR_FAKE_APISERVER");
         char cert[300], key[300], ca[300], bm[32], line[128];
         const char *args[32];
-        char *argv[32];
-        posix_spawn_file_actions_t fa;
-        int in[2], out[2], n = 0;
+        int stdout_fd, n = 0;
         struct tsr_kube_config cfg;
         struct tsr_diag diag;
         size_t got = 0;
@@ -133,40 +132,22 @@ void fake_start(struct fake_apiserver *f, const char *dir, const char *token, do
         for (; extra && *extra && n < 30; extra++)
                 args[n++] = *extra;
         args[n] = NULL;
-        for (int i = 0; i <= n; i++)
-                argv[i] = args[i] ? strdup(args[i]) : NULL;
-
-        if (pipe(in) || pipe(out))
-                fail_msg("pipe: %s", strerror(errno));
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-        posix_spawn_file_actions_addclose(&fa, in[1]);
-        posix_spawn_file_actions_addclose(&fa, out[0]);
-        if (posix_spawn(&f->pid, python, &fa, NULL, argv, environ))
-                fail_msg("cannot start %s %s", python, script);
-        posix_spawn_file_actions_destroy(&fa);
-        for (int i = 0; i < n; i++)
-                free(argv[i]);
-        close(in[0]);
-        close(out[1]);
-        f->stdin_fd = in[1];
-        fcntl(f->stdin_fd, F_SETFD, FD_CLOEXEC);
+        peer_spawn(args, &f->pid, &f->stdin_fd, &stdout_fd);
 
         /* Wait for "READY <port>\n" (10 s). */
         while (got < sizeof(line) - 1 && !memchr(line, '\n', got)) {
-                struct pollfd p = {out[0], POLLIN, 0};
+                struct pollfd p = {stdout_fd, POLLIN, 0};
                 ssize_t r;
 
                 if (poll(&p, 1, 10000) <= 0)
                         fail_msg("the fake API server did not start within 10 s");
-                r = read(out[0], line + got, sizeof(line) - 1 - got);
+                r = read(stdout_fd, line + got, sizeof(line) - 1 - got);
                 if (r <= 0)
                         fail_msg("the fake API server exited before it was ready");
                 got += (size_t)r;
                 line[got] = '\0';
         }
-        close(out[0]);
+        close(stdout_fd);
         if (sscanf(line, "READY %d", &f->port) != 1)
                 fail_msg("unexpected first line from the fake: %s", line);
         snprintf(f->url, sizeof(f->url), "https://127.0.0.1:%d", f->port);
