@@ -6,6 +6,7 @@
 #include "base/err.h"
 #include "base/fnv.h"
 #include "base/log.h"
+#include "base/timespec.h"
 #include "codec/alloc_annotation.h"
 #include "devicemanager/agent.h"
 #include "devicemanager/kubelet_link.h"
@@ -206,9 +207,7 @@ static void publish(struct tsr_dm_daemon *d)
         due = d->publish_due || d->publish_error[0];
         d->publish_due = false;
         pthread_mutex_unlock(&d->mu);
-        if (!due && d->withheld_ms &&
-            (now.tv_sec > d->withheld_next.tv_sec ||
-             (now.tv_sec == d->withheld_next.tv_sec && now.tv_nsec >= d->withheld_next.tv_nsec)))
+        if (!due && d->withheld_ms && tsr_timespec_reached(&now, &d->withheld_next))
                 due = true; /* the Node may show the pool by now */
         if (!due)
                 return;
@@ -230,13 +229,7 @@ static void publish(struct tsr_dm_daemon *d)
                 d->withheld_ms = !d->withheld_ms                        ? d->cfg.poll_ms
                                  : d->withheld_ms * 2 > WITHHELD_MAX_MS ? WITHHELD_MAX_MS
                                                                         : d->withheld_ms * 2;
-                d->withheld_next = now;
-                d->withheld_next.tv_sec += d->withheld_ms / 1000;
-                d->withheld_next.tv_nsec += (long)(d->withheld_ms % 1000) * 1000000L;
-                if (d->withheld_next.tv_nsec >= 1000000000L) {
-                        d->withheld_next.tv_sec++;
-                        d->withheld_next.tv_nsec -= 1000000000L;
-                }
+                d->withheld_next = tsr_timespec_add_ms(now, d->withheld_ms);
         } else if (!rc) {
                 d->withheld_ms = 0;
         }
@@ -267,20 +260,14 @@ static void *reconcile_main(void *arg)
                         tsr_dm_agent_sync(d->agent);
                         publish(d);
                         clock_gettime(CLOCK_MONOTONIC, &now);
-                        if (changed || (now.tv_sec - last_reclaim.tv_sec) * 1000 +
-                                               (now.tv_nsec - last_reclaim.tv_nsec) / 1000000 >=
-                                           (long)d->cfg.reclaim_ms) {
+                        if (changed || tsr_timespec_ms_between(&last_reclaim, &now) >=
+                                           (int64_t)d->cfg.reclaim_ms) {
                                 reclaim(d);
                                 last_reclaim = now;
                         }
                 }
                 clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += d->cfg.poll_ms / 1000;
-                until.tv_nsec += (long)(d->cfg.poll_ms % 1000) * 1000000L;
-                if (until.tv_nsec >= 1000000000L) {
-                        until.tv_sec++;
-                        until.tv_nsec -= 1000000000L;
-                }
+                until = tsr_timespec_add_ms(until, d->cfg.poll_ms);
                 pthread_mutex_lock(&d->mu);
                 while (!d->stopping &&
                        pthread_cond_timedwait(&d->cond, &d->mu, &until) != ETIMEDOUT)

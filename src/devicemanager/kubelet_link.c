@@ -4,6 +4,7 @@
 #include "devicemanager/kubelet_link.h"
 
 #include "base/err.h"
+#include "base/timespec.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "grpc/unix_client.h"
 #include "grpc/unix_server.h"
@@ -261,11 +262,6 @@ static bool new_kubelet_up(const struct tsr_dm_link *l)
         return l->kubelet_created || !same_file(&l->old_kubelet, &sb);
 }
 
-static long ms_since(const struct timespec *t, const struct timespec *now)
-{
-        return (now->tv_sec - t->tv_sec) * 1000L + (now->tv_nsec - t->tv_nsec) / 1000000L;
-}
-
 static void restart_servers(struct tsr_dm_link *l)
 {
         for (size_t i = 0; i < l->n; i++)
@@ -311,7 +307,7 @@ static void *link_main(void *arg)
 
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 if (l->pending) {
-                        long waited = ms_since(&l->pending_since, &now);
+                        int64_t waited = tsr_timespec_ms_between(&l->pending_since, &now);
                         bool up = new_kubelet_up(l);
 
                         if (up || waited >= RESTART_WAIT_MS) {
@@ -332,8 +328,7 @@ static void *link_main(void *arg)
                                 wait_ms = (int)(RESTART_WAIT_MS - waited);
                         }
                 }
-                if (!l->pending && (now.tv_sec > next.tv_sec ||
-                                    (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec))) {
+                if (!l->pending && tsr_timespec_reached(&now, &next)) {
                         bool all = register_pass(l);
 
                         backoff = all       ? 0
@@ -341,12 +336,7 @@ static void *link_main(void *arg)
                                                                             : backoff * 2)
                                             : BACKOFF_INITIAL_MS;
                         clock_gettime(CLOCK_MONOTONIC, &next);
-                        next.tv_sec += backoff / 1000;
-                        next.tv_nsec += (long)(backoff % 1000) * 1000000L;
-                        if (next.tv_nsec >= 1000000000L) {
-                                next.tv_sec++;
-                                next.tv_nsec -= 1000000000L;
-                        }
+                        next = tsr_timespec_add_ms(next, backoff);
                         pthread_mutex_lock(&l->mu);
                         l->stats.registered = all;
                         pthread_mutex_unlock(&l->mu);

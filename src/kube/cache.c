@@ -29,6 +29,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "base/timespec.h"
 #include "kube/client.h"
 
 #include <pthread.h>
@@ -126,13 +127,7 @@ static struct timespec deadline_in(int64_t ms)
         struct timespec ts;
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
-        return ts;
+        return tsr_timespec_add_ms(ts, ms);
 }
 
 static bool stopping(struct tsr_kube_cache *c)
