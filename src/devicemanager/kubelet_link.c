@@ -28,6 +28,13 @@
 #define CHECK_MS           1000
 #define RESTART_WAIT_MS    3000 /* ms: at most this long for the new kubelet.sock */
 
+/* A file's identity (a deleted file's inode number can come back: see the restart below). */
+struct file_id {
+        bool known;
+        dev_t dev;
+        ino_t ino;
+};
+
 struct endpoint {
         struct tsr_dm_plugin *plugin;
         char name[256];  /* socket file name, relative */
@@ -35,15 +42,7 @@ struct endpoint {
         struct tsr_grpc_unix_server *server;
         bool registered;
         /* The socket file as the server made it: a file at path that is another is not ours. */
-        dev_t dev;
-        ino_t ino;
-};
-
-/* A file's identity (a deleted file's inode number can come back: see the restart below). */
-struct file_id {
-        bool known;
-        dev_t dev;
-        ino_t ino;
+        struct file_id served;
 };
 
 struct tsr_dm_link {
@@ -105,12 +104,9 @@ static int serve(struct endpoint *e, struct tsr_diag *diag)
         int rc = tsr_grpc_unix_server_start(e->path, tsr_dm_plugin_table(e->plugin), e->plugin,
                                             &e->server, diag);
 
-        e->dev = 0;
-        e->ino = 0;
-        if (!rc && !stat(e->path, &sb)) {
-                e->dev = sb.st_dev;
-                e->ino = sb.st_ino;
-        }
+        e->served.known = false;
+        if (!rc && !stat(e->path, &sb))
+                file_id_of(&e->served, &sb);
         return rc;
 }
 
@@ -127,7 +123,7 @@ static bool socket_intact(const struct endpoint *e)
 {
         struct stat sb;
 
-        return e->server && !stat(e->path, &sb) && sb.st_dev == e->dev && sb.st_ino == e->ino;
+        return e->server && !stat(e->path, &sb) && same_file(&e->served, &sb);
 }
 
 /* Serves e anew (a server it has is stopped first); false when that failed (logged). */
