@@ -30,8 +30,7 @@ True) keeps the work directory and prints where each component's log is; a clean
 
 Use as a module:
     with ControlPlane("webhook") as cp:  cp.api("GET", "/api/v1/nodes"); cp.kubectl("get", "nodes")
-or as a process, for tests written in C (tests/cluster/cluster.c, tests/integration/
-cluster_apiserver.c):
+or as a process, for tests written in C (tests/integration/cluster_apiserver.c):
     controlplane.py serve [--no-kueue] [--no-scheduler] [--no-controller-manager] [--user U]
                           [--crds DIR ...] [--kueue-crds]
 prints one JSON line {"event": "ready", "url", "ca", "kubeconfig", "token", "tokens", "dir",
@@ -51,7 +50,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -286,13 +284,6 @@ class ControlPlane:
         elif self.own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         self.procs = {}
-
-    def failed_component(self):
-        """The name of a component that exited, or None."""
-        for name, p in self.procs.items():
-            if not p.alive():
-                return name
-        return None
 
     # ---- components ----------------------------------------------------------------------------
 
@@ -611,12 +602,6 @@ class ControlPlane:
         obj = dict(obj)
         obj["metadata"] = dict(obj["metadata"], resourceVersion=cur["metadata"]["resourceVersion"])
         return self.api("PUT", self.object_path(obj), obj)
-
-    def apply(self, obj, manager="tessera-tests", subresource="", force=True):
-        """Server-side apply of obj (JSON) with field manager manager."""
-        path = self.object_path(obj) + subresource + "?fieldManager=%s%s" % (
-            manager, "&force=true" if force else "")
-        return self.api("PATCH", path, obj, content_type="application/apply-patch+yaml")
 
     def merge_patch(self, path, patch):
         return self.api("PATCH", path, patch, content_type="application/merge-patch+json")

@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import threading
-import time
 
 import yaml
 
@@ -136,14 +135,3 @@ class DeviceManager(Daemon):
             r = node.call("wait_registered", resource=res, timeout=timeout)
             if not r.get("ok"):
                 raise RuntimeError("%s did not register: %s\n%s" % (res, r, self.log()))
-
-
-def wait_for(pred, timeout=60, what="condition"):
-    v = eventually(pred, timeout, 0.2)
-    if not v:
-        raise TimeoutError("timed out after %d s waiting for %s" % (timeout, what))
-    return v
-
-
-def now_rfc3339():
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -30,8 +30,6 @@ pr/kubelet.sock (pod-resources) and pods/ (the kubelet's pods directory).
 
 import json
 import os
-import ssl
-import subprocess
 import sys
 import threading
 import time

@@ -4,7 +4,6 @@ failure as comments, a plan at the end, and the exit status meson reads.
     t = Tap(); t.ok(cond, "what was checked", detail); ...; sys.exit(t.done())
 An exception in a suite is reported by t.crash() as one failed check with its traceback.
 """
-import sys
 import traceback
 
 

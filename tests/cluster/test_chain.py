@@ -24,7 +24,7 @@ import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import eventually  # noqa: E402
-from daemons import DeviceManager, wait_for  # noqa: E402
+from daemons import DeviceManager  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
