@@ -42,6 +42,7 @@
 #include <cmocka.h>
 
 #include "base/diag.h"
+#include "base/timespec.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "devicemanager/kubelet_link.h"
 #include "devicemanager/plugin.h"
@@ -203,6 +204,13 @@ static void kubelet_exit(bool stale)
 }
 
 /* True when every plugin registered with the current kubelet within timeout_ms. */
+/* The wall-clock instant ms from now, for pthread_cond_timedwait. */
+static void abs_deadline(struct timespec *t, long ms)
+{
+        clock_gettime(CLOCK_REALTIME, t);
+        *t = tsr_timespec_add_ms(*t, ms);
+}
+
 static bool wait_all_registered(long timeout_ms)
 {
         long deadline = now_ms() + timeout_ms;
@@ -217,12 +225,7 @@ static bool wait_all_registered(long timeout_ms)
                         all &= K.regs[i] > 0;
                 if (all || now_ms() >= deadline)
                         break;
-                clock_gettime(CLOCK_REALTIME, &t);
-                t.tv_nsec += 20 * 1000000L;
-                if (t.tv_nsec >= 1000000000L) {
-                        t.tv_sec++;
-                        t.tv_nsec -= 1000000000L;
-                }
+                abs_deadline(&t, 20);
                 pthread_cond_timedwait(&K.cv, &K.mu, &t);
         }
         pthread_mutex_unlock(&K.mu);
@@ -251,17 +254,6 @@ static struct {
         int n, pos, listen_rc;
         pthread_t thread;
 } C = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-static void abs_deadline(struct timespec *t, long ms)
-{
-        clock_gettime(CLOCK_REALTIME, t);
-        t->tv_sec += ms / 1000;
-        t->tv_nsec += (ms % 1000) * 1000000L;
-        if (t->tv_nsec >= 1000000000L) {
-                t->tv_sec++;
-                t->tv_nsec -= 1000000000L;
-        }
-}
 
 /* Deletes the next name if it is a unix socket (whatever file is there now, as the kubelet does
  * by name); after the last, the new kubelet listens. C.mu held. */
