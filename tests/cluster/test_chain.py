@@ -79,7 +79,7 @@ def run(t, tessera, cp):
 
         # gate 4 and 5 without Kueue: kube-scheduler binds, the device plugin allocates.
         cp.create(pod("plain", {"nvidia.com/gpu": "2"}))
-        ran = eventually(lambda: phase(cp, "plain") == "Running", 60)
+        ran = eventually(lambda: phase(cp, "plain") == "Running", 120)
         p = get_pod(cp, "plain")
         t.ok(ran and p["spec"].get("nodeName") == "node-a",
              "a Pod asking for 2 GPUs is bound by kube-scheduler and reported Running",
@@ -110,7 +110,7 @@ def run(t, tessera, cp):
         active = eventually(lambda: any(
             c["type"] == "Active" and c["status"] == "True" for c in cp.api(
                 "GET", "/apis/%s/v1beta2/clusterqueues/cq" % KQ).get("status", {}).get(
-                "conditions", [])), 30)
+                "conditions", [])), 60)
         t.ok(active, "the ClusterQueue is Active")
 
         stored = cp.create(pod("q1", {"nvidia.com/gpu": "1"}, {KQ + "/queue-name": "lq"}))
@@ -119,7 +119,7 @@ def run(t, tessera, cp):
              "true" and KQ + "/managed" in stored["metadata"].get("finalizers", []),
              "Kueue's webhook gives a queued Pod its label, finalizer and admission gate",
              stored["metadata"], )
-        wl = eventually(lambda: workload_of(cp, "q1"), 30)
+        wl = eventually(lambda: workload_of(cp, "q1"), 60)
         reqs = (wl or {}).get("status", {}).get("resourceRequests", [{}])
         t.ok(wl is not None, "Kueue made a Workload for the Pod", wl)
         # Kueue v0.17.0 checks a TAS fit with the Workload's quota requests, after
@@ -127,14 +127,14 @@ def run(t, tessera, cp):
         # each node's allocatable: a node without the credits resource never fits.
         stuck = eventually(lambda: any(
             c["type"] == "QuotaReserved" and c["status"] == "False" for c in (
-                workload_of(cp, "q1") or {}).get("status", {}).get("conditions", [])), 20)
+                workload_of(cp, "q1") or {}).get("status", {}).get("conditions", [])), 60)
         admitted_early = eventually(lambda: phase(cp, "q1") == "Running", 5)
         t.ok(stuck and not admitted_early,
              "Kueue v0.17 TAS judges the credits request against the node: without credits in its "
              "allocatable the Workload reserves no quota", workload_of(cp, "q1"))
         cp.merge_patch("/api/v1/nodes/node-a/status",
                        {"status": {"capacity": {"credits.gpustack.ai/nvidia": "6400000"}}})
-        ran = eventually(lambda: phase(cp, "q1") == "Running", 60)
+        ran = eventually(lambda: phase(cp, "q1") == "Running", 120)
         p = get_pod(cp, "q1")
         t.ok(ran and not p["spec"].get("schedulingGates") and p["spec"].get("nodeName") == "node-a",
              "TAS admits it, the gates go, kube-scheduler binds it, the kubelet runs it",
@@ -151,18 +151,18 @@ def run(t, tessera, cp):
              "the admission carries a topology assignment (TAS)", usage)
 
         cp.create(pod("q2", {"nvidia.com/gpu": "2"}, {KQ + "/queue-name": "lq"}))
-        wl2 = eventually(lambda: workload_of(cp, "q2"), 30)
+        wl2 = eventually(lambda: workload_of(cp, "q2"), 60)
         held = eventually(lambda: any(c["type"] == "QuotaReserved" and c["status"] == "False"
                                       for c in (workload_of(cp, "q2") or {}).get(
-                                          "status", {}).get("conditions", [])), 30)
+                                          "status", {}).get("conditions", [])), 60)
         t.ok(wl2 and held and get_pod(cp, "q2")["spec"].get("schedulingGates"),
              "a second Pod past the two-GPU quota waits, gated, with no quota reserved",
              workload_of(cp, "q2"))
         cp.api("DELETE", "/api/v1/namespaces/%s/pods/q1" % NS)
         gone = eventually(lambda: not any(p["metadata"]["name"] == "q1" for p in cp.api(
-            "GET", "/api/v1/namespaces/%s/pods" % NS)["items"]), 60)
+            "GET", "/api/v1/namespaces/%s/pods" % NS)["items"]), 120)
         t.ok(gone, "a deleted Pod is released by the kubelet part and leaves the API server")
-        ran = eventually(lambda: phase(cp, "q2") == "Running", 90)
+        ran = eventually(lambda: phase(cp, "q2") == "Running", 150)
         t.ok(ran, "the waiting Pod is admitted once the quota frees and runs",
              {"pod": get_pod(cp, "q2").get("status"), "workload": workload_of(cp, "q2")})
         t.ok(not node.errors, "the kubelet part logged no error", "\n".join(node.errors))

@@ -10,6 +10,10 @@ short plan), that counts as one more failure. A test without TAP lines counts as
 TAP "# SKIP" lines and "not ok ... # TODO" lines, and tests Meson marked SKIP, count as
 skipped. --extra-passed / --extra-failed add checks run outside Meson (fuzz, demo).
 
+Each failed test is shown again just above the tally, where a truncated CI log still has it: its
+"not ok" lines with the "#" detail under each, or, when it failed without one, the end of its
+stdout and stderr (at most EXCERPT_LINES lines a test).
+
 The last line printed is always `tests: N passed, N failed`. Exit status is 1 when any
 test failed or when no test ran at all, else 0.
 """
@@ -27,6 +31,7 @@ BAIL_OUT = re.compile(r"^Bail out!")
 
 FAILED_RESULTS = {"FAIL", "TIMEOUT", "ERROR", "UNEXPECTEDPASS", "INTERRUPT"}
 PASSED_RESULTS = {"OK", "EXPECTEDFAIL"}
+EXCERPT_LINES = 40
 
 
 def count_tap(stdout):
@@ -58,11 +63,33 @@ def count_tap(stdout):
     return passed, failed, skipped, has_tap
 
 
+def failure_excerpt(stdout, stderr):
+    """The lines that say why a test failed: each unindented "not ok" line and the "#" comment
+    lines right under it; when there is none, the last lines of stdout and stderr."""
+    lines, keep = [], False
+    for line in stdout.splitlines():
+        m = TAP_LINE.match(line)
+        if m:
+            keep = m.group(1) == "not ok" and not DIRECTIVE.search(m.group("rest"))
+        elif BAIL_OUT.match(line):
+            keep = True
+        elif not line.startswith("#"):
+            keep = False
+        if keep:
+            lines.append(line)
+    if not lines:
+        lines = (stdout.splitlines() + stderr.splitlines())[-EXCERPT_LINES:]
+    if len(lines) > EXCERPT_LINES:
+        lines = lines[:EXCERPT_LINES] + ["... (%d more lines)" % (len(lines) - EXCERPT_LINES)]
+    return lines
+
+
 def summarize_build(build_dir):
-    """Return (passed, failed, skipped, programs, failed_names, error)."""
+    """Return (passed, failed, skipped, programs, failures, error); failures holds
+    (name (result), excerpt lines) for each failed test."""
     log = os.path.join(build_dir, "meson-logs", "testlog.json")
     passed = failed = skipped = programs = 0
-    failed_names = []
+    failures = []
     try:
         with open(log, encoding="utf-8", errors="replace") as f:
             lines = f.readlines()
@@ -98,8 +125,9 @@ def summarize_build(build_dir):
             fl = 1
             failed += 1
         if fl:
-            failed_names.append("%s (%s)" % (name, result or "?"))
-    return passed, failed, skipped, programs, failed_names, None
+            failures.append(("%s (%s)" % (name, result or "?"),
+                             failure_excerpt(stdout, entry.get("stderr") or "")))
+    return passed, failed, skipped, programs, failures, None
 
 
 def main(argv):
@@ -112,17 +140,23 @@ def main(argv):
     args = ap.parse_args(argv)
 
     total_passed = total_failed = 0
+    tallies = []
     for build_dir in args.build_dirs:
-        p, fl, s, programs, names, error = summarize_build(build_dir)
+        p, fl, s, programs, failures, error = summarize_build(build_dir)
         if error:
-            print("[%s] %s" % (build_dir, error))
+            tallies.append("[%s] %s" % (build_dir, error))
             continue
-        print("[%s] %d test programs; subtests: %d ok, %d failing, %d skipped"
-              % (build_dir, programs, p, fl, s))
-        for n in names:
-            print("[%s]   FAILED: %s" % (build_dir, n))
+        tallies.append("[%s] %d test programs; subtests: %d ok, %d failing, %d skipped"
+                       % (build_dir, programs, p, fl, s))
+        for name, excerpt in failures:
+            tallies.append("[%s]   FAILED: %s" % (build_dir, name))
+            print("---- [%s] %s ----" % (build_dir, name))
+            for line in excerpt:
+                print("    " + line)
         total_passed += p
         total_failed += fl
+    for line in tallies:
+        print(line)
 
     if args.extra_passed or args.extra_failed:
         print("[extra] checks outside meson test: %d ok, %d failing"
