@@ -116,8 +116,9 @@ static int switch_from_env(const char *var, bool *out)
         return -1;
 }
 
-static int apply_option(struct options *o, int opt, const char *arg)
+static int apply_option(void *ctx, int opt, const char *arg)
 {
+        struct options *o = ctx;
         unsigned ms;
 
         switch (opt) {
@@ -181,16 +182,13 @@ static int apply_option(struct options *o, int opt, const char *arg)
                 usage(stderr);
                 return -1;
         }
-        for (const struct option *lo = long_options; lo->name; lo++)
-                if (lo->val == opt)
-                        fprintf(stderr, PROG ": invalid --%s \"%s\"\n", lo->name, arg);
-        return -1;
+        return CLI_INVALID;
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
         const char *node = getenv("NODE_NAME");
-        int opt, rc;
+        int rc;
 
         memset(o, 0, sizeof(*o));
         if (gethostname(o->hostname, sizeof(o->hostname) - 1))
@@ -204,16 +202,9 @@ static int parse_options(int argc, char **argv, struct options *o)
             switch_from_env("GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE", &o->dm.sliced_gate) ||
             switch_from_env("GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS", &o->dm.release_terminated))
                 return -1;
-        optind = 0;
-        while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-                rc = apply_option(o, opt == 'h' ? OPT_HELP : opt, optarg);
-                if (rc)
-                        return rc;
-        }
-        if (optind < argc) {
-                fprintf(stderr, PROG ": unexpected argument \"%s\"\n", argv[optind]);
-                return -1;
-        }
+        rc = cli_getopt(PROG, argc, argv, long_options, OPT_HELP, apply_option, o);
+        if (rc)
+                return rc;
         if (!o->dm.node_name[0]) {
                 fprintf(stderr, PROG ": no node name: set --node-name or $NODE_NAME\n");
                 return -1;

@@ -5,7 +5,9 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
+#include "cli/controller_cmd.h"
 #include "cli/device_manager_cmd.h"
+#include "cli/kueue_config_cmd.h"
 #include "cli/nvml_cmd.h"
 #include "cli/read_file.h"
 #include "cli/replay_cmd.h"
@@ -24,10 +26,14 @@ static void usage(FILE *f)
               "commands:\n"
               "  sim FILE.yaml   run a scenario against a virtual cluster (SCENARIOS.md)\n"
               "  webhook [opts]  serve the admission webhooks over HTTPS (tessera webhook --help)\n"
+              "  controller [opts]  the node feature labels, the Kueue chain and the\n"
+              "                  gpustack-node-devices AdmissionCheck (tessera controller --help)\n"
               "  device-manager [opts]  serve a node's accelerators to the kubelet\n"
               "                  (tessera device-manager --help)\n"
               "  replay [opts]   replay a GPU trace under the FGD protocol, every policy\n"
               "                  side by side (tessera replay --help)\n"
+              "  kueue-config [opts]  print the Kueue Configuration the chain needs\n"
+              "                  (tessera kueue-config --help)\n"
               "  nvml probe      show, read-only, what the GPU driver sees (tessera nvml --help)\n"
               "  help            show this text\n",
               f);
@@ -71,10 +77,14 @@ int main(int argc, char **argv)
                 return cmd_sim(argc - 1, argv + 1);
         if (!strcmp(argv[1], "webhook"))
                 return cli_webhook(argc - 1, argv + 1);
+        if (!strcmp(argv[1], "controller"))
+                return cli_controller(argc - 1, argv + 1);
         if (!strcmp(argv[1], "device-manager"))
                 return cli_device_manager(argc - 1, argv + 1);
         if (!strcmp(argv[1], "replay"))
                 return cli_replay(argc - 1, argv + 1);
+        if (!strcmp(argv[1], "kueue-config"))
+                return cli_kueue_config(argc - 1, argv + 1);
         if (!strcmp(argv[1], "nvml"))
                 return cli_nvml(argc - 1, argv + 1);
         if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,41 @@ int cli_parse_log_level(const char *text)
                         tsr_log_set_level((enum tsr_log_level)i);
                         return 0;
                 }
+        return -1;
+}
+
+int cli_getopt(const char *prog, int argc, char **argv, const struct option *opts, int help_opt,
+               int (*apply)(void *ctx, int opt, const char *arg), void *ctx)
+{
+        int opt, rc;
+
+        optind = 0; /* glibc: a full reset */
+        while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                opt = opt == 'h' ? help_opt : opt;
+                rc = apply(ctx, opt, optarg);
+                if (rc == CLI_INVALID) {
+                        for (const struct option *lo = opts; lo->name; lo++)
+                                if (lo->val == opt)
+                                        fprintf(stderr, "%s: invalid --%s \"%s\"\n", prog, lo->name,
+                                                optarg);
+                        return -1;
+                }
+                if (rc)
+                        return rc;
+        }
+        if (optind < argc) {
+                fprintf(stderr, "%s: unexpected argument \"%s\"\n", prog, argv[optind]);
+                return -1;
+        }
+        return 0;
+}
+
+int cli_parse_log_format(const char *text)
+{
+        if (!strcmp(text, "logfmt") || !strcmp(text, "json")) {
+                tsr_log_set_format(text[0] == 'j' ? TSR_LOG_JSON : TSR_LOG_LOGFMT);
+                return 0;
+        }
         return -1;
 }
 

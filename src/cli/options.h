@@ -15,6 +15,21 @@
 #include "core/settings.h"
 #include "kube/config.h"
 
+struct option;
+
+/* What a subcommand's option callback returns for a value it refuses: cli_getopt reports it. */
+#define CLI_INVALID 2
+
+/*
+ * The long-running subcommands' flag loop: getopt_long over argv (argv[0] the subcommand) with
+ * opts, -h meaning help_opt, calling apply(ctx, opt, optarg) for each flag (an unknown one arrives
+ * as '?'). apply returns 0 (taken), 1 (stop: --help was shown), -1 (its own message printed) or
+ * CLI_INVALID, reported here as `prog: invalid --name "value"`. A positional argument is refused.
+ * Returns 0, 1 or -1.
+ */
+int cli_getopt(const char *prog, int argc, char **argv, const struct option *opts, int help_opt,
+               int (*apply)(void *ctx, int opt, const char *arg), void *ctx);
+
 /* Parses a decimal integer within [min, max] into *out; 0 or -1 (no message). */
 int cli_parse_number(const char *text, long long min, long long max, long long *out);
 
@@ -30,6 +45,8 @@ int cli_parse_setting(const char *prog, struct tsr_settings *settings, const cha
 /* Sets the log level from "debug", "info", "warn" or "error"; 0 or -1 (no message). */
 int cli_parse_log_level(const char *text);
 
+/* Sets the log format from "logfmt" or "json"; 0 or -1 (no message). */
+int cli_parse_log_format(const char *text);
 /* Loads the API server configuration: kubeconfig when given, else in-cluster, $KUBECONFIG,
  * ~/.kube/config. 0 or an error with diag. */
 int cli_load_kube_config(const char *kubeconfig, const char *context, struct tsr_kube_config *cfg,

@@ -124,8 +124,9 @@ static const struct option long_options[] = {
 };
 
 /* Applies one option; returns 0, 1 (help printed) or -1 with the fault on stderr. */
-static int apply_option(struct options *o, int opt, const char *arg)
+static int apply_option(void *ctx, int opt, const char *arg)
 {
+        struct options *o = ctx;
         long long v;
         unsigned ms;
 
@@ -197,16 +198,13 @@ static int apply_option(struct options *o, int opt, const char *arg)
                 usage(stderr);
                 return -1;
         }
-        for (const struct option *lo = long_options; lo->name; lo++)
-                if (lo->val == opt)
-                        fprintf(stderr, "tessera webhook: invalid --%s \"%s\"\n", lo->name, arg);
-        return -1;
+        return CLI_INVALID;
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
         const char *ns = getenv("KUBERNETES_POD_NAMESPACE");
-        int opt, rc;
+        int rc;
 
         memset(o, 0, sizeof(*o));
         o->server.cert_file = DEFAULT_CERT_DIR "/tls.crt";
@@ -222,16 +220,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         o->system_namespace = ns && *ns ? ns : "gpustack-system";
         if (cli_settings_from_env("tessera webhook", &o->settings))
                 return -1;
-        optind = 0; /* glibc: a full reset */
-        while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-                rc = apply_option(o, opt == 'h' ? OPT_HELP : opt, optarg);
-                if (rc)
-                        return rc;
-        }
-        if (optind < argc) {
-                fprintf(stderr, "tessera webhook: unexpected argument \"%s\"\n", argv[optind]);
-                return -1;
-        }
+        rc = cli_getopt("tessera webhook", argc, argv, long_options, OPT_HELP, apply_option, o);
+        if (rc)
+                return rc;
         return 0;
 }
 

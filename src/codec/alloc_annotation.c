@@ -236,6 +236,18 @@ out:
         return rc;
 }
 
+int tsr_alloc_annotation_of_pod(json_t *pod, struct tsr_container_allocation *out, size_t max,
+                                size_t *n, struct tsr_diag *diag)
+{
+        json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
+        const char *v = json_string_value(json_object_get(ann, TSR_ALLOC_ANNOTATION));
+
+        *n = 0;
+        if (!v)
+                return 0;
+        return tsr_alloc_annotation_decode(v, out, max, n, diag);
+}
+
 int tsr_alloc_annotation_records(const struct tsr_container_allocation *alloc, size_t na,
                                  const struct tsr_product *p, bool finished,
                                  struct tsr_alloc_record *recs, size_t max, size_t *nrec)

@@ -13,6 +13,7 @@
 #ifndef TSR_CODEC_ALLOC_ANNOTATION_H
 #define TSR_CODEC_ALLOC_ANNOTATION_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,14 @@ int tsr_alloc_annotation_encode(const struct tsr_container_allocation *c, size_t
  * message naming the bad field, or TSR_ETOOBIG past max containers or accelerators.
  */
 int tsr_alloc_annotation_decode(const char *json, struct tsr_container_allocation *out, size_t max,
+                                size_t *n, struct tsr_diag *diag);
+
+/*
+ * Decodes Pod pod's allocation annotation (metadata.annotations[TSR_ALLOC_ANNOTATION]) into
+ * out[0..max) as tsr_alloc_annotation_decode does. Returns 0 with *n set (0 when the Pod has no
+ * annotation), or that function's errors. Borrows pod.
+ */
+int tsr_alloc_annotation_of_pod(json_t *pod, struct tsr_container_allocation *out, size_t max,
                                 size_t *n, struct tsr_diag *diag);
 
 /*

@@ -332,3 +332,60 @@ int tsr_devices_fit_labels(const struct tsr_accel_cap *caps, const struct tsr_ac
                 rc = set_label(labels, TSR_FIT_SHARED_PREFIX, akey, fit.shared_free_cards);
         return rc ? tsr_diag_set(diag, rc, "fit labels: out of memory") : 0;
 }
+
+int tsr_devices_object_capabilities(json_t *devices, struct tsr_accel_cap *caps, size_t max,
+                                    size_t *n, struct tsr_diag *diag)
+{
+        json_t *groups = json_object_get(json_object_get(devices, "spec"), "groups");
+        size_t count = 0, g, a;
+        json_t *group, *acc;
+
+        if (!json_is_object(devices) || (groups && !json_is_array(groups)))
+                return tsr_diag_set(diag, TSR_EINVAL, "Devices: spec.groups is not a list");
+        json_array_foreach(groups, g, group)
+        {
+                const char *name = json_string_value(json_object_get(group, "name"));
+                json_t *accs = json_object_get(group, "accelerators");
+                const struct tsr_product *p = name ? tsr_catalog_product_by_name(name) : NULL;
+
+                if (!p)
+                        return tsr_diag_set(diag, TSR_EINVAL,
+                                            "Devices: spec.groups[%zu].name \"%s\" is no product "
+                                            "tessera knows",
+                                            g, name ? name : "");
+                if (!json_is_array(accs))
+                        return tsr_diag_set(diag, TSR_EINVAL,
+                                            "Devices: spec.groups[%zu].accelerators is not a list",
+                                            g);
+                if (count && caps[0].product != p)
+                        return tsr_diag_set(diag, TSR_EINVAL,
+                                            "Devices: spec.groups[%zu] is a second product (%s)", g,
+                                            name);
+                json_array_foreach(accs, a, acc)
+                {
+                        const char *id = json_string_value(json_object_get(acc, "id"));
+                        json_t *index = json_object_get(acc, "index");
+                        json_t *status = json_object_get(acc, "status");
+                        const char *bus = json_string_value(
+                            json_object_get(json_object_get(acc, "topology"), "pciBusId"));
+                        bool mig = json_object_get(status, "physicalSliced") != NULL;
+
+                        if (!id || !json_is_integer(index) || json_integer_value(index) < 0 ||
+                            json_integer_value(index) > 1023 || !json_is_object(status))
+                                return tsr_diag_set(diag, TSR_EINVAL,
+                                                    "Devices: spec.groups[%zu].accelerators[%zu] "
+                                                    "needs an id, an index (0-1023) and a status",
+                                                    g, a);
+                        if (count >= max)
+                                return tsr_diag_set(diag, TSR_ETOOBIG,
+                                                    "Devices: more than %zu accelerators", max);
+                        tsr_capability_detect(p, (unsigned)json_integer_value(index), id, mig,
+                                              &caps[count]);
+                        if (bus)
+                                tsr_capability_set_pci_bus_id(&caps[count], bus);
+                        count++;
+                }
+        }
+        *n = count;
+        return 0;
+}

@@ -74,4 +74,15 @@ int tsr_devices_object_build(const char *node, const struct tsr_accel_cap *caps,
 int tsr_devices_fit_labels(const struct tsr_accel_cap *caps, const struct tsr_accel_ledger *ledger,
                            size_t n, json_t *labels, struct tsr_diag *diag);
 
+/*
+ * The capability side read back from a Devices object (what the controller judges with): each
+ * spec accelerator as tsr_capability_detect makes it for the group's product (found by its driver
+ * name), partitioned when it carries status.physicalSliced, with its PCI bus id. One product per
+ * object. Returns 0 with caps[0..*n), or TSR_EINVAL (not an object, an unknown product, a second
+ * product, an accelerator without id, index or status) or TSR_ETOOBIG (more than max), with
+ * diag. devices is borrowed.
+ */
+int tsr_devices_object_capabilities(json_t *devices, struct tsr_accel_cap *caps, size_t max,
+                                    size_t *n, struct tsr_diag *diag);
+
 #endif

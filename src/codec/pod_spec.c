@@ -129,6 +129,14 @@ int tsr_pod_spec_new(json_t *pod, struct tsr_pod_spec **out, struct tsr_diag *di
         return 0;
 }
 
+bool tsr_pod_finished(json_t *pod)
+{
+        const char *phase =
+            json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+
+        return phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+}
+
 int tsr_pod_spec_write_edit(json_t *pod, const struct tsr_pod_req *req,
                             const struct tsr_res_edit *e)
 {

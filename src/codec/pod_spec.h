@@ -1,13 +1,14 @@
 /*
- * pod_spec.h - reading a Pod object (jansson) into the core's request model, and writing gate 1's
- * edits back: shared by the webhook and the simulator. Resource values may be JSON strings or
- * numbers, as a manifest writes them. Borrowing: the tsr_pod_req points into pod's strings and into
- * text, valid while both live.
+ * pod_spec.h - reading a Pod object (jansson) into the core's request model and its phase, and
+ * writing gate 1's edits back: shared by the webhook, gate 3's snapshot and the simulator.
+ * Resource values may be JSON strings or numbers, as a manifest writes them. Borrowing: the
+ * tsr_pod_req points into pod's strings and into text, valid while both live.
  */
 #ifndef TSR_CODEC_POD_SPEC_H
 #define TSR_CODEC_POD_SPEC_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "core/request.h"
 
@@ -39,6 +40,9 @@ struct tsr_pod_spec {
  * tsr_pod_spec_read.
  */
 int tsr_pod_spec_new(json_t *pod, struct tsr_pod_spec **out, struct tsr_diag *diag);
+
+/* True when Pod pod's status.phase is Succeeded or Failed: its containers no longer run. */
+bool tsr_pod_finished(json_t *pod);
 
 /* Writes edit into the Pod copy pod: the container's requests and limits. 0 or TSR_ENOMEM. */
 int tsr_pod_spec_write_edit(json_t *pod, const struct tsr_pod_req *req,

@@ -19,10 +19,31 @@
 #include <stdint.h>
 
 #include "core/catalog.h"
+#include "core/keys.h"
 #include "core/request.h"
 
 /* "credits.gpustack.ai/" + the manufacturer key. */
 #define TSR_CREDITS_PREFIX "credits.gpustack.ai/"
+
+#define TSR_CREDITS_TRANSFORMATIONS_MAX 6
+
+/* One row of Kueue's resources.transformations (strategy Replace) into m's credits resource. */
+struct tsr_credits_transformation {
+        enum tsr_key_kind input;
+        enum tsr_key_kind multiply_by; /* TSR_KEY_NONE: none */
+        int64_t credits;               /* per unit of input */
+};
+
+/*
+ * Writes manufacturer m's transformations, in the table's order above, into
+ * out[0..TSR_CREDITS_TRANSFORMATIONS_MAX) and returns how many (6 with a partition kind, else 4):
+ * then <base>.sliced -> 0 and (with a partition kind) <base>.partitioned -> 0, which replace the
+ * bare counts so that Kueue v0.17.0, which lacks quotaCheckStrategy IgnoreUndeclared, does not
+ * look for them in a credits-only queue (docs/kueue-config.md).
+ * tsr_credits_of_pod applies them; codec/kueue_config.h hands them to Kueue.
+ */
+size_t tsr_credits_transformations(const struct tsr_manufacturer *m,
+                                   struct tsr_credits_transformation *out);
 
 /* Writes m's credits resource name ("credits.gpustack.ai/nvidia") into out (len bytes). */
 void tsr_credits_resource(const struct tsr_manufacturer *m, char *out, size_t len);

@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 #include "codec/alloc_annotation.h"
+#include "codec/pod_spec.h"
 #include "core/tokens.h"
 #include "deviceplugin/preferred.h"
 #include "mig/carve.h"
@@ -230,13 +231,6 @@ void tsr_dm_agent_changed(struct tsr_dm_agent *a)
 
 /* ---- the ledger ----------------------------------------------------------------------------- */
 
-static bool finished(json_t *pod)
-{
-        const char *phase = str_at(pod, "status", "phase");
-
-        return phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
-}
-
 /* pod's allocation annotation value, or NULL. */
 static const char *annotation_of(json_t *pod)
 {
@@ -248,10 +242,7 @@ static const char *annotation_of(json_t *pod)
 /* Decodes pod's allocation annotation into alloc[0..*na) (none when absent or unreadable). */
 static void pod_allocation(json_t *pod, struct tsr_container_allocation *alloc, size_t *na)
 {
-        const char *v = annotation_of(pod);
-
-        *na = 0;
-        if (v && tsr_alloc_annotation_decode(v, alloc, TSR_ALLOC_CONTAINERS_MAX, na, NULL))
+        if (tsr_alloc_annotation_of_pod(pod, alloc, TSR_ALLOC_CONTAINERS_MAX, na, NULL))
                 *na = 0;
 }
 
@@ -491,8 +482,9 @@ static int build_ledger(struct tsr_dm_agent *a, json_t *pods, bool pods_known,
                     !tsr_alloc_annotation_decode(v, b.alloc, TSR_ALLOC_CONTAINERS_MAX, &na, &d);
                 if (!decoded)
                         snprintf(msg, sizeof(msg), "does not decode: %.380s", d.msg);
-                else if (charge_all(a, &b, b.alloc, na, a->opts.release_terminated && finished(p),
-                                    ledger, why, sizeof(why)))
+                else if (charge_all(a, &b, b.alloc, na,
+                                    a->opts.release_terminated && tsr_pod_finished(p), ledger, why,
+                                    sizeof(why)))
                         snprintf(msg, sizeof(msg), "cannot be charged: %s", why);
                 else
                         continue;

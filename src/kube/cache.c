@@ -84,6 +84,20 @@ static const struct {
     [TSR_KUBE_CACHE_SETTINGS] = {"settings", "/apis/gpustack.ai/v1/namespaces/%s/settings", true,
                                  true},
     [TSR_KUBE_CACHE_PODS] = {"pods", "/api/v1/pods", true, false},
+    [TSR_KUBE_CACHE_NODES] = {"nodes", "/api/v1/nodes", false, false},
+    [TSR_KUBE_CACHE_DEVICES] = {"devices", "/apis/worker.gpustack.ai/v1alpha1/devices", false,
+                                false},
+    [TSR_KUBE_CACHE_NAMESPACES] = {"namespaces", "/api/v1/namespaces", false, false},
+    [TSR_KUBE_CACHE_WORKLOADS] = {"workloads", "/apis/kueue.x-k8s.io/v1beta2/workloads", true,
+                                  false},
+    [TSR_KUBE_CACHE_RESOURCEFLAVORS] = {"resourceflavors",
+                                        "/apis/kueue.x-k8s.io/v1beta2/resourceflavors", false,
+                                        false},
+    [TSR_KUBE_CACHE_TOPOLOGIES] = {"topologies", "/apis/kueue.x-k8s.io/v1beta2/topologies", false,
+                                   false},
+    [TSR_KUBE_CACHE_ADMISSIONCHECKS] = {"admissionchecks",
+                                        "/apis/kueue.x-k8s.io/v1beta2/admissionchecks", false,
+                                        false},
 };
 
 struct watcher {
@@ -720,15 +734,23 @@ json_t *tsr_kube_cache_pod_by_uid(struct tsr_kube_cache *c, const char *uid)
         return found;
 }
 
-json_t *tsr_kube_cache_pods(struct tsr_kube_cache *c)
+json_t *tsr_kube_cache_get(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r, const char *ns,
+                           const char *name)
+{
+        if ((unsigned)r >= TSR_KUBE_CACHE_N_RESOURCES || (resources[r].namespaced && !ns))
+                return NULL;
+        return lookup(c, r, ns, name);
+}
+
+json_t *tsr_kube_cache_list(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r)
 {
         json_t *out = json_array(), *obj;
         const char *key;
 
-        if (!out)
-                return NULL;
+        if (!out || (unsigned)r >= TSR_KUBE_CACHE_N_RESOURCES)
+                return out;
         pthread_rwlock_rdlock(&c->lock);
-        json_object_foreach(c->w[TSR_KUBE_CACHE_PODS].objects, key, obj)
+        json_object_foreach(c->w[r].objects, key, obj)
         {
                 if (json_array_append_new(out, json_deep_copy(obj))) {
                         json_decref(out);
@@ -738,6 +760,11 @@ json_t *tsr_kube_cache_pods(struct tsr_kube_cache *c)
         }
         pthread_rwlock_unlock(&c->lock);
         return out;
+}
+
+json_t *tsr_kube_cache_pods(struct tsr_kube_cache *c)
+{
+        return tsr_kube_cache_list(c, TSR_KUBE_CACHE_PODS);
 }
 
 const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r)

@@ -4,8 +4,11 @@
  * KVCachePoolBindings (namespaced), KVCachePools and KVCacheBackends (cluster-scoped),
  * kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and ClusterQueues (cluster-scoped), the
  * operator's runtime gpustack.ai/v1 Settings (listed in the operator's namespace only; an
- * aggregated API, often not served), and core v1 Pods bound to one node (a node agent's view:
- * fieldSelector spec.nodeName=<node>, every namespace).
+ * aggregated API, often not served), core v1 Pods bound to one node (a node agent's view:
+ * fieldSelector spec.nodeName=<node>, every namespace), and for the controller core v1 Nodes and
+ * Namespaces, worker.gpustack.ai/v1alpha1 Devices and kueue.x-k8s.io/v1beta2 Workloads,
+ * ResourceFlavors, Topologies and AdmissionChecks. The kinds are rows of one table (cache.c);
+ * tsr_kube_cache_get and tsr_kube_cache_list read any of them.
  *
  * A cache watches the resources of its mask (tsr_kube_cache_opts.resources); the default is the
  * webhook's set, TSR_KUBE_CACHE_WEBHOOK_RESOURCES (everything but the Pods). A resource outside
@@ -109,6 +112,14 @@ enum tsr_kube_cache_resource {
         TSR_KUBE_CACHE_KVCACHEBACKENDS,
         TSR_KUBE_CACHE_SETTINGS,
         TSR_KUBE_CACHE_PODS, /* core v1 Pods with spec.nodeName = opts.pods_node */
+        /* the controller's: read through tsr_kube_cache_get / tsr_kube_cache_list */
+        TSR_KUBE_CACHE_NODES,           /* core v1 Nodes */
+        TSR_KUBE_CACHE_DEVICES,         /* worker.gpustack.ai/v1alpha1 Devices (cluster-scoped) */
+        TSR_KUBE_CACHE_NAMESPACES,      /* core v1 Namespaces */
+        TSR_KUBE_CACHE_WORKLOADS,       /* kueue.x-k8s.io/v1beta2 Workloads (namespaced) */
+        TSR_KUBE_CACHE_RESOURCEFLAVORS, /* kueue.x-k8s.io/v1beta2, cluster-scoped */
+        TSR_KUBE_CACHE_TOPOLOGIES,      /* kueue.x-k8s.io/v1beta2, cluster-scoped */
+        TSR_KUBE_CACHE_ADMISSIONCHECKS, /* kueue.x-k8s.io/v1beta2, cluster-scoped */
         TSR_KUBE_CACHE_N_RESOURCES,
 };
 
@@ -124,6 +135,19 @@ enum tsr_kube_cache_resource {
          TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_KVCACHEPOOLS) |                                         \
          TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_KVCACHEBACKENDS) |                                      \
          TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_SETTINGS))
+
+/*
+ * Any resource by kind: the object ns/name of resource r (ns ignored for a cluster-scoped one,
+ * required for a namespaced one), or NULL.
+ */
+json_t *tsr_kube_cache_get(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r, const char *ns,
+                           const char *name);
+
+/*
+ * A new JSON array (json_decref) of every object of resource r held, one consistent snapshot, in
+ * no particular order; empty when r is not watched; NULL when out of memory.
+ */
+json_t *tsr_kube_cache_list(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r);
 
 /* The resource's plural name ("instancetypes"). */
 const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r);

@@ -63,6 +63,9 @@ bool sim_scheduler_bind(struct tsr_cluster *c);
  */
 void sim_kubelet_admit(struct tsr_cluster *c, size_t k);
 
+/* Kubernetes' spelling of a Pod phase: "Pending", "Running", "Succeeded" or "Failed". */
+const char *sim_pod_phase_name(enum sim_phase phase);
+
 /* Ends the containers whose exit time has come (Succeeded or Failed). */
 void sim_kubelet_finish_due(struct tsr_cluster *c);
 
@@ -103,9 +106,6 @@ void sim_node_allocatable(const struct tsr_cluster *c, size_t i, struct pod_reso
 
 /* Sum of the effective requests of name by the unfinished Pods bound to node i (cpu in milli). */
 int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name);
-
-/* The Kueue Topology every derived flavor references ("gpustack-fnv64-<16 hex>"). */
-void sim_topology_name(char *out, size_t len);
 
 /* Pod p's label key, or NULL. */
 const char *sim_pod_label(const struct sim_pod *p, const char *key);

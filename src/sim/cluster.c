@@ -7,13 +7,10 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
-#include "base/fnv.h"
 #include "base/quantity.h"
+#include "codec/admit_snapshot.h"
 #include "codec/devices_object.h"
-#include "core/credits.h"
-#include "core/instancetype.h"
-#include "core/keys.h"
-#include "core/pin.h"
+#include "codec/kueue_chain.h"
 #include "core/pod_resources.h"
 #include "mig/marker_store.h"
 #include "mig/reclaim.h"
@@ -54,6 +51,7 @@ void tsr_cluster_release(struct tsr_cluster *c)
         for (size_t i = 0; i < c->n_workloads; i++)
                 workload_release(&c->workloads[i]);
         free(c->nodes);
+        free(c->chain);
         free(c->pods);
         free(c->workloads);
         tsr_cluster_init(c);
@@ -98,11 +96,57 @@ void tsr_cluster_redetect(struct tsr_cluster *c, size_t i)
         }
 }
 
+/*
+ * Grows the chain's view of the nodes to n_nodes + 1 entries, the last one next (which may point
+ * outside c->nodes). Returns 0 or TSR_ENOMEM.
+ */
+static int chain_grow(struct tsr_cluster *c, const struct tsr_chain_node *next)
+{
+        struct tsr_chain_node *chain = realloc(c->chain, (c->n_nodes + 1) * sizeof(*chain));
+
+        if (!chain)
+                return TSR_ENOMEM;
+        c->chain = chain;
+        chain[c->n_nodes] = *next;
+        return 0;
+}
+
+/* Points the chain's view of nodes [0, n) at c->nodes again (after they moved). */
+static void chain_refresh(struct tsr_cluster *c, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                const struct sim_node *node = &c->nodes[i];
+
+                c->chain[i] =
+                    (struct tsr_chain_node){node->name,    node->os,        node->arch,
+                                            node->product, node->gpu_count, node->cpu_milli};
+        }
+}
+
+/* Whether the nodes and next still derive a chain within its bounds (tsr_chain_pools). */
+static int chain_admits(struct tsr_cluster *c, const struct tsr_chain_node *next,
+                        struct tsr_diag *diag)
+{
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
+        size_t np, nf;
+        int rc = chain_grow(c, next);
+
+        if (rc)
+                return tsr_diag_set(diag, rc, "out of memory");
+        rc = tsr_chain_pools(c->chain, c->n_nodes + 1, pools, TSR_CHAIN_POOLS_MAX, &np, diag);
+        for (size_t p = 0; p < np && !rc; p++)
+                rc = tsr_chain_flavors(c->chain, c->n_nodes + 1, &pools[p], flavors,
+                                       TSR_CHAIN_FLAVORS_MAX, &nf, NULL, diag);
+        return rc;
+}
+
 int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_milli,
                          int64_t memory_bytes, const char *os, const char *arch,
                          const struct tsr_product *product, unsigned gpu_count, const bool *mig_on,
                          struct tsr_diag *diag)
 {
+        struct tsr_chain_node next = {name, os, arch, product, product ? gpu_count : 0, cpu_milli};
         struct sim_node *nodes, *n;
         int rc;
 
@@ -114,10 +158,14 @@ int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_mi
                 return tsr_diag_set(diag, TSR_EINVAL,
                                     "node \"%s\": accelerator count must be within [1, %d]", name,
                                     SIM_GPUS_MAX);
+        rc = chain_admits(c, &next, diag);
+        if (rc)
+                return rc;
         nodes = realloc(c->nodes, (c->n_nodes + 1) * sizeof(*nodes));
         if (!nodes)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         c->nodes = nodes;
+        chain_refresh(c, c->n_nodes);
         n = &nodes[c->n_nodes];
         memset(n, 0, sizeof(*n));
         snprintf(n->name, sizeof(n->name), "%s", name);
@@ -143,6 +191,7 @@ int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_mi
                 }
         }
         c->n_nodes++;
+        chain_refresh(c, c->n_nodes); /* chain_admits made the room */
         if (product)
                 tsr_cluster_redetect(c, c->n_nodes - 1);
         return 0;
@@ -172,13 +221,7 @@ bool tsr_cluster_pod_finished(const struct sim_pod *p)
 int tsr_cluster_pod_allocation(const struct sim_pod *p, struct tsr_container_allocation *out,
                                size_t max, size_t *n, struct tsr_diag *diag)
 {
-        json_t *ann = json_object_get(json_object_get(p->obj, "metadata"), "annotations");
-        const char *v = json_string_value(json_object_get(ann, TSR_ALLOC_ANNOTATION));
-
-        *n = 0;
-        if (!v)
-                return 0;
-        return tsr_alloc_annotation_decode(v, out, max, n, diag);
+        return tsr_alloc_annotation_of_pod(p->obj, out, max, n, diag);
 }
 
 /* ---- projections of one node -------------------------------------------------------------- */
@@ -187,39 +230,22 @@ int tsr_cluster_ledger(const struct tsr_cluster *c, size_t i, struct tsr_accel_l
                        struct tsr_diag *diag)
 {
         const struct sim_node *n = &c->nodes[i];
-        struct tsr_container_allocation *alloc = NULL;
-        struct tsr_alloc_record *recs = NULL;
-        size_t nrec = 0;
-        int rc = 0;
+        json_t **pods = malloc((c->n_pods ? c->n_pods : 1) * sizeof(*pods));
+        struct tsr_snapshot_node node = {.name = n->name,
+                                         .present = true,
+                                         .product = n->product,
+                                         .caps = n->caps,
+                                         .n = n->gpu_count,
+                                         .pods = pods};
+        int rc;
 
-        for (unsigned g = 0; g < n->gpu_count; g++)
-                tsr_ledger_reset(&ledger[g]);
-        if (!n->product)
-                return 0;
-        alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
-        recs = malloc(SIM_RECORDS_MAX * sizeof(*recs));
-        if (!alloc || !recs) {
-                rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-                goto out;
-        }
-        for (size_t k = 0; k < c->n_pods && !rc; k++) {
-                const struct sim_pod *p = &c->pods[k];
-                size_t na;
-
-                if (p->node != (int)i)
-                        continue;
-                rc = tsr_cluster_pod_allocation(p, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, diag);
-                if (!rc &&
-                    tsr_alloc_annotation_records(alloc, na, n->product, tsr_cluster_pod_finished(p),
-                                                 recs, SIM_RECORDS_MAX, &nrec))
-                        rc = tsr_diag_set(diag, TSR_ETOOBIG, "node %s: more than %d allocations",
-                                          n->name, SIM_RECORDS_MAX);
-        }
-        if (!rc)
-                rc = tsr_ledger_build(n->caps, n->gpu_count, recs, nrec, ledger, diag);
-out:
-        free(alloc);
-        free(recs);
+        if (!pods)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        for (size_t k = 0; k < c->n_pods; k++)
+                if (c->pods[k].node == (int)i)
+                        pods[node.n_pods++] = c->pods[k].obj;
+        rc = tsr_admit_snapshot_ledger(&node, ledger, diag);
+        free(pods);
         return rc;
 }
 
@@ -240,21 +266,6 @@ int tsr_cluster_node_keys(const struct tsr_cluster *c, size_t i, struct tsr_node
                                      ledger, n->gpu_count, out, diag);
 }
 
-/* The topology profile of a hostname-only hierarchy: fnv64- + FNV-1a-64 of the level keys. */
-static void topology_profile(char *out, size_t len)
-{
-        snprintf(out, len, "fnv64-%016llx",
-                 (unsigned long long)tsr_fnv1a64_str(SIM_HOSTNAME_LABEL));
-}
-
-void sim_topology_name(char *out, size_t len)
-{
-        char profile[32];
-
-        topology_profile(profile, sizeof(profile));
-        snprintf(out, len, "gpustack-%s", profile);
-}
-
 static int set_label(json_t *labels, const char *key, const char *value)
 {
         return json_object_set_new(labels, key, json_string(value));
@@ -263,26 +274,22 @@ static int set_label(json_t *labels, const char *key, const char *value)
 json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i)
 {
         const struct sim_node *n = &c->nodes[i];
+        struct tsr_chain_labels features;
         json_t *labels = json_object();
-        char key[TSR_KEY_MAX + 64], akey[TSR_NAME_MAX], value[32], profile[32];
         int rc;
 
         if (!labels)
                 return NULL;
-        topology_profile(profile, sizeof(profile));
-        rc = set_label(labels, SIM_HOSTNAME_LABEL, n->name);
-        rc |= set_label(labels, "kubernetes.io/os", n->os);
-        rc |= set_label(labels, "kubernetes.io/arch", n->arch);
-        rc |= set_label(labels, "gpustack.ai/managed", "true");
-        rc |= set_label(labels, "topology.gpustack.ai/profile", profile);
-        if (n->product && !tsr_instancetype_accel_key(n->product, akey, sizeof(akey))) {
+        /* the kubelet's */
+        rc = set_label(labels, TSR_CHAIN_HOSTNAME_LABEL, n->name);
+        rc |= set_label(labels, TSR_CHAIN_OS_LABEL, n->os);
+        rc |= set_label(labels, TSR_CHAIN_ARCH_LABEL, n->arch);
+        /* the controller's: the chain's feature labels, then the fit labels */
+        if (tsr_chain_node_labels(&c->chain[i], &features, NULL) == 0)
+                rc |= tsr_kueue_labels_set(labels, &features);
+        if (n->product) {
                 struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
 
-                snprintf(key, sizeof(key), TSR_ACCEL_COUNT_PREFIX "%s", akey);
-                rc |= set_label(labels, key, "true");
-                snprintf(key, sizeof(key), TSR_ACCEL_COUNT_PREFIX "%s.count", akey);
-                snprintf(value, sizeof(value), "%u", n->gpu_count);
-                rc |= set_label(labels, key, value);
                 if (tsr_cluster_ledger(c, i, ledger, NULL) == 0)
                         rc |= tsr_devices_fit_labels(n->caps, ledger, n->gpu_count, labels, NULL);
         }
@@ -325,51 +332,16 @@ json_t *tsr_cluster_node_allocatable(const struct tsr_cluster *c, size_t i)
         return out;
 }
 
-/* ---- pools and flavors -------------------------------------------------------------------- */
+/* ---- pools and flavors (core/chain.h) ---------------------------------------------------- */
 
-static void pool_of(const struct sim_node *n, const struct tsr_product *product, struct sim_pool *p)
-{
-        memset(p, 0, sizeof(*p));
-        tsr_instancetype_name(product, n->os, n->arch, p->name, sizeof(p->name));
-        tsr_instancetype_entrance(p->name, p->entrance);
-        p->product = product;
-        snprintf(p->os, sizeof(p->os), "%s", n->os);
-        snprintf(p->arch, sizeof(p->arch), "%s", n->arch);
-}
-
-static void pools_add(struct sim_pool *pools, size_t *n, const struct sim_pool *p)
-{
-        size_t at = 0;
-
-        for (size_t i = 0; i < *n; i++)
-                if (!strcmp(pools[i].name, p->name))
-                        return;
-        if (*n >= SIM_POOLS_MAX)
-                return;
-        while (at < *n && strcmp(pools[at].name, p->name) < 0)
-                at++;
-        memmove(&pools[at + 1], &pools[at], (*n - at) * sizeof(*pools));
-        pools[at] = *p;
-        (*n)++;
-}
-
-void tsr_cluster_pools(const struct tsr_cluster *c, struct sim_pool *pools, size_t *n)
+void tsr_cluster_pools(const struct tsr_cluster *c, struct tsr_chain_pool *pools, size_t *n)
 {
         *n = 0;
-        for (size_t i = 0; i < c->n_nodes; i++) {
-                struct sim_pool p;
-
-                pool_of(&c->nodes[i], NULL, &p);
-                pools_add(pools, n, &p);
-                if (c->nodes[i].product) {
-                        pool_of(&c->nodes[i], c->nodes[i].product, &p);
-                        pools_add(pools, n, &p);
-                }
-        }
+        tsr_chain_pools(c->chain, c->n_nodes, pools, TSR_CHAIN_POOLS_MAX, n, NULL);
 }
 
-const struct sim_pool *tsr_cluster_pool_by_entrance(const struct sim_pool *pools, size_t n,
-                                                    const char *queue)
+const struct tsr_chain_pool *tsr_cluster_pool_by_entrance(const struct tsr_chain_pool *pools,
+                                                          size_t n, const char *queue)
 {
         for (size_t i = 0; i < n; i++)
                 if (!strcmp(pools[i].entrance, queue))
@@ -377,64 +349,15 @@ const struct sim_pool *tsr_cluster_pool_by_entrance(const struct sim_pool *pools
         return NULL;
 }
 
-bool tsr_cluster_node_in_pool(const struct sim_node *n, const struct sim_pool *p)
+void tsr_cluster_flavors(const struct tsr_cluster *c, const struct tsr_chain_pool *p,
+                         struct tsr_chain_flavor *flavors, size_t *n, int *node_flavor)
 {
-        if (strcmp(n->os, p->os) || strcmp(n->arch, p->arch))
-                return false;
-        return !p->product || n->product == p->product;
-}
-
-void tsr_cluster_flavors(const struct tsr_cluster *c, const struct sim_pool *p,
-                         struct sim_flavor *flavors, size_t *n, int *node_flavor)
-{
-        char akey[TSR_NAME_MAX] = "";
-
         *n = 0;
-        if (p->product)
-                tsr_instancetype_accel_key(p->product, akey, sizeof(akey));
-        for (size_t i = 0; i < c->n_nodes; i++) {
-                const struct sim_node *node = &c->nodes[i];
-                unsigned per = p->product ? node->gpu_count : (unsigned)(node->cpu_milli / 1000);
-                size_t at = 0;
-
-                if (node_flavor)
-                        node_flavor[i] = -1;
-                if (!tsr_cluster_node_in_pool(node, p))
-                        continue;
-                while (at < *n && flavors[at].per_node < per)
-                        at++;
-                if (at == *n || flavors[at].per_node != per) {
-                        if (*n >= SIM_FLAVORS_MAX)
-                                continue;
-                        memmove(&flavors[at + 1], &flavors[at], (*n - at) * sizeof(*flavors));
-                        memset(&flavors[at], 0, sizeof(*flavors));
-                        flavors[at].per_node = per;
-                        if (p->product)
-                                snprintf(flavors[at].name, sizeof(flavors[at].name),
-                                         "gpustack--generic--%s-%s-%s-%ud", akey, p->os, p->arch,
-                                         per);
-                        else
-                                snprintf(flavors[at].name, sizeof(flavors[at].name),
-                                         "gpustack--generic-%s-%s-%uc", p->os, p->arch, per);
-                        (*n)++;
-                }
-                flavors[at].nominal += p->product ? tsr_credits_quota(per) : node->cpu_milli;
-        }
-        if (!node_flavor)
-                return;
-        for (size_t i = 0; i < c->n_nodes; i++) {
-                unsigned per =
-                    p->product ? c->nodes[i].gpu_count : (unsigned)(c->nodes[i].cpu_milli / 1000);
-
-                if (!tsr_cluster_node_in_pool(&c->nodes[i], p))
-                        continue;
-                for (size_t f = 0; f < *n; f++)
-                        if (flavors[f].per_node == per)
-                                node_flavor[i] = (int)f;
-        }
+        tsr_chain_flavors(c->chain, c->n_nodes, p, flavors, TSR_CHAIN_FLAVORS_MAX, n, node_flavor,
+                          NULL);
 }
 
-int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct sim_pool *p,
+int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct tsr_chain_pool *p,
                            struct tsr_pool_views *out, struct tsr_diag *diag)
 {
         struct tsr_pool_node *nodes;
@@ -451,7 +374,7 @@ int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct sim_pool *p
         for (size_t i = 0; i < c->n_nodes; i++) {
                 struct tsr_accel_ledger *l = &ledgers[n * SIM_GPUS_MAX];
 
-                if (!p->product || !tsr_cluster_node_in_pool(&c->nodes[i], p))
+                if (!p->product || !tsr_chain_node_in_pool(&c->chain[i], p))
                         continue;
                 rc = tsr_cluster_ledger(c, i, l, diag);
                 if (rc)
@@ -468,7 +391,7 @@ out:
         return rc;
 }
 
-void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct sim_pool *p,
+void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct tsr_chain_pool *p,
                           struct tsr_view *out)
 {
         memset(out, 0, sizeof(*out));
@@ -477,7 +400,7 @@ void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct sim_pool *p,
         for (size_t i = 0; i < c->n_nodes; i++) {
                 int64_t free_cores;
 
-                if (!tsr_cluster_node_in_pool(&c->nodes[i], p))
+                if (!tsr_chain_node_in_pool(&c->chain[i], p))
                         continue;
                 free_cores = (c->nodes[i].cpu_milli - sim_node_requested(c, i, "cpu")) / 1000;
                 out->capacity += c->nodes[i].cpu_milli / 1000;

@@ -29,6 +29,7 @@
 #include "codec/alloc_annotation.h"
 #include "core/admit.h"
 #include "core/capability.h"
+#include "core/chain.h"
 #include "core/ledger.h"
 #include "core/settings.h"
 #include "core/node_keys.h"
@@ -42,7 +43,6 @@ struct tsr_mig_store;
 
 #define SIM_NAME_MAX       254
 #define SIM_GPUS_MAX       64
-#define SIM_RECORDS_MAX    256 /* allocation records per node */
 #define SIM_PODSETS_MAX    8
 #define SIM_RECLAIM_PERIOD 60 /* reclaimResyncInterval, seconds */
 #define SIM_RETRY_SECONDS  30 /* the check's requeueAfterSeconds */
@@ -50,16 +50,11 @@ struct tsr_mig_store;
 #define SIM_RECLAIM_GAP                                                                            \
         " (an instance of a deleted Pod still occupies it until the reclaimer destroys it)"
 
-#define SIM_QUEUE_LABEL      "kueue.x-k8s.io/queue-name"
-#define SIM_GROUP_LABEL      "kueue.x-k8s.io/pod-group-name"
-#define SIM_GROUP_COUNT      "kueue.x-k8s.io/pod-group-total-count"
-#define SIM_PODSET_LABEL     "kueue.x-k8s.io/podset"
-#define SIM_WORKLOAD_ANN     "kueue.x-k8s.io/workload"
-#define SIM_ADMISSION_GATE   "kueue.x-k8s.io/admission"
-#define SIM_NODE_DEVICES     "gpustack-node-devices"
-#define SIM_HOSTNAME_LABEL   "kubernetes.io/hostname"
-#define SIM_ENTRANCE_LABEL   "schedule.gpustack.ai/queue-entrance"
-#define SIM_INSTANCETYPE_TAG "resource.gpustack.ai/type"
+#define SIM_QUEUE_LABEL    "kueue.x-k8s.io/queue-name"
+#define SIM_GROUP_LABEL    "kueue.x-k8s.io/pod-group-name"
+#define SIM_GROUP_COUNT    "kueue.x-k8s.io/pod-group-total-count"
+#define SIM_ADMISSION_GATE "kueue.x-k8s.io/admission"
+#define SIM_ENTRANCE_LABEL "schedule.gpustack.ai/queue-entrance"
 
 struct sim_node {
         char name[SIM_NAME_MAX];
@@ -80,7 +75,7 @@ struct sim_pod {
         char name[SIM_NAME_MAX];
         char ns[SIM_NAME_MAX];
         char uid[40];
-        json_t *obj; /* the Pod as stored (after admission mutation) */
+        json_t *obj; /* the Pod as stored (after admission mutation); status.phase: phase */
         int node;    /* index into nodes, -1 while unbound */
         enum sim_phase phase;
         bool gated;                  /* holds Kueue's admission scheduling gate */
@@ -142,6 +137,7 @@ struct sim_workload {
 struct tsr_cluster {
         size_t n_nodes;
         struct sim_node *nodes;
+        struct tsr_chain_node *chain; /* nodes[i] as the Kueue chain reads it (core/chain.h) */
         size_t n_pods, cap_pods;
         struct sim_pod *pods;
         size_t n_workloads, cap_workloads;
@@ -152,25 +148,6 @@ struct tsr_cluster {
         unsigned ip_seq;              /* Pods bound so far: the host part of the next Pod IP */
         struct tsr_settings settings; /* the Settings (only workload-fit-affinity varies) */
 };
-
-/* One accelerator pool: an InstanceType (and its ClusterQueue) derived from nodes. */
-struct sim_pool {
-        char name[SIM_NAME_MAX];
-        char entrance[32];
-        const struct tsr_product *product; /* NULL: the generic CPU pool */
-        char os[32], arch[32];
-};
-
-#define SIM_POOLS_MAX 32
-
-/* A ResourceFlavor: the nodes of a pool with one per-node accelerator (or CPU) count. */
-struct sim_flavor {
-        char name[SIM_NAME_MAX];
-        unsigned per_node; /* accelerators per node (cores for the CPU pool) */
-        int64_t nominal;   /* its quota: credits, or CPU milli-cores */
-};
-
-#define SIM_FLAVORS_MAX 16
 
 /* Creates an empty cluster. Cannot fail. */
 void tsr_cluster_init(struct tsr_cluster *c);
@@ -187,8 +164,9 @@ int tsr_cluster_setting(struct tsr_cluster *c, const char *name, json_t *value,
 
 /*
  * Adds a node. product may be NULL (CPU-only, gpu_count 0). mig_on (may be NULL) gives each GPU's
- * MIG mode at boot; the device manager detects at once. Returns 0, TSR_EEXIST, TSR_ENOMEM or
- * TSR_EINVAL (diag says why).
+ * MIG mode at boot; the device manager detects at once. Returns 0, TSR_EEXIST, TSR_ENOMEM,
+ * TSR_EINVAL, or TSR_ETOOBIG when the nodes would derive more pools or flavors than the chain
+ * holds (diag says why).
  */
 int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_milli,
                          int64_t memory_bytes, const char *os, const char *arch,
@@ -213,9 +191,10 @@ int tsr_cluster_node_keys(const struct tsr_cluster *c, size_t i, struct tsr_node
                           struct tsr_diag *diag);
 
 /*
- * Node i's labels as the API server holds them (a new object, json_decref): hostname, os, arch,
- * the managed mark, the accelerator model and count, the topology profile and the per-card fit
- * labels. Returns NULL only when out of memory.
+ * Node i's labels as the API server holds them (a new object, json_decref): the kubelet's
+ * hostname, os and arch, the chain's feature labels (core/chain.h: the managed mark, the topology
+ * profile, the general key, the accelerator model and count) and the per-card fit labels.
+ * Returns NULL only when out of memory.
  */
 json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i);
 
@@ -225,29 +204,31 @@ json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i);
  */
 json_t *tsr_cluster_node_allocatable(const struct tsr_cluster *c, size_t i);
 
-/* Fills pools[0..*n) with the InstanceTypes the nodes derive, sorted by name. */
-void tsr_cluster_pools(const struct tsr_cluster *c, struct sim_pool *pools, size_t *n);
+/*
+ * Fills pools[0..*n) (room for TSR_CHAIN_POOLS_MAX) with the InstanceTypes the nodes derive
+ * (tsr_chain_pools), sorted by name. Cannot fail: tsr_cluster_add_node keeps the nodes within
+ * the chain's bounds.
+ */
+void tsr_cluster_pools(const struct tsr_cluster *c, struct tsr_chain_pool *pools, size_t *n);
 
 /* Returns the pool whose entrance LocalQueue is queue in pools[0..n), or NULL. */
-const struct sim_pool *tsr_cluster_pool_by_entrance(const struct sim_pool *pools, size_t n,
-                                                    const char *queue);
-
-/* Whether node n serves pool p: the generic pool spans every node of its os/arch. */
-bool tsr_cluster_node_in_pool(const struct sim_node *n, const struct sim_pool *p);
+const struct tsr_chain_pool *tsr_cluster_pool_by_entrance(const struct tsr_chain_pool *pools,
+                                                          size_t n, const char *queue);
 
 /*
- * Fills flavors[0..*n) with pool p's ResourceFlavors, smallest per-node count first, and sets
- * node_flavor[i] to node i's flavor index (-1 outside the pool; node_flavor may be NULL).
+ * Fills flavors[0..*n) (room for TSR_CHAIN_FLAVORS_MAX) with pool p's ResourceFlavors
+ * (tsr_chain_flavors), smallest per-node count first, and sets node_flavor[i] to node i's flavor
+ * index (-1 outside the pool; node_flavor may be NULL). Cannot fail, as tsr_cluster_pools.
  */
-void tsr_cluster_flavors(const struct tsr_cluster *c, const struct sim_pool *p,
-                         struct sim_flavor *flavors, size_t *n, int *node_flavor);
+void tsr_cluster_flavors(const struct tsr_cluster *c, const struct tsr_chain_pool *p,
+                         struct tsr_chain_flavor *flavors, size_t *n, int *node_flavor);
 
 /* Computes the four views of pool p. Returns 0 or an error. */
-int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct sim_pool *p,
+int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct tsr_chain_pool *p,
                            struct tsr_pool_views *out, struct tsr_diag *diag);
 
 /* CPU view of pool p: capacity cores, the largest node's free cores, all free cores. */
-void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct sim_pool *p,
+void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct tsr_chain_pool *p,
                           struct tsr_view *out);
 
 /* Returns the index of Pod ns/name, or -1. */

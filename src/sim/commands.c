@@ -152,6 +152,9 @@ static int kubectl_get(struct tsr_cluster *c, const struct sim_argv *a, const ch
         if (!strcmp(what, "workloads") || !strcmp(what, "workload") || !strcmp(what, "wl"))
                 return sim_render_workloads(c, ns, np ? pos[0] : NULL, o && !strcmp(o, "json"),
                                             out);
+        if (sim_render_chain_kind(what))
+                return sim_render_chain(c, what, ns, np ? pos[0] : NULL, o && !strcmp(o, "json"),
+                                        out, diag);
         return tsr_diag_set(diag, TSR_EPARSE, "kubectl get %s is not simulated", what);
 }
 

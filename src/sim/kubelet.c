@@ -249,6 +249,34 @@ static int64_t exits_after(json_t *container, bool *failed)
         return -1;
 }
 
+const char *sim_pod_phase_name(enum sim_phase phase)
+{
+        switch (phase) {
+        case SIM_RUNNING:
+                return "Running";
+        case SIM_SUCCEEDED:
+                return "Succeeded";
+        case SIM_FAILED:
+                return "Failed";
+        case SIM_PENDING:
+                break;
+        }
+        return "Pending";
+}
+
+/* Moves Pod p to phase, writing it to the object's status.phase too (what ledgers read). */
+static void set_phase(struct sim_pod *p, enum sim_phase phase)
+{
+        json_t *status = json_object_get(p->obj, "status");
+
+        p->phase = phase;
+        if (!json_is_object(status)) {
+                status = json_object();
+                json_object_set_new(p->obj, "status", status);
+        }
+        json_object_set_new(status, "phase", json_string(sim_pod_phase_name(phase)));
+}
+
 /* Starts the Pod's containers: Running, with the exit time of the last app container. */
 static void start(struct tsr_cluster *c, struct sim_pod *p)
 {
@@ -258,7 +286,7 @@ static void start(struct tsr_cluster *c, struct sim_pod *p)
         int64_t last = 0;
         bool failed = false;
 
-        p->phase = SIM_RUNNING;
+        set_phase(p, SIM_RUNNING);
         p->reason[0] = '\0';
         json_array_foreach(containers, i, ct)
         {
@@ -274,7 +302,7 @@ static void start(struct tsr_cluster *c, struct sim_pod *p)
         p->finish_failed = failed;
         p->finish_at = last < 0 ? -1 : c->now + last;
         if (p->finish_at == c->now)
-                p->phase = failed ? SIM_FAILED : SIM_SUCCEEDED;
+                set_phase(p, failed ? SIM_FAILED : SIM_SUCCEEDED);
 }
 
 void sim_kubelet_admit(struct tsr_cluster *c, size_t k)
@@ -341,7 +369,7 @@ out:
         free(spec);
         free(allocs);
         if (f.failed) {
-                p->phase = SIM_FAILED;
+                set_phase(p, SIM_FAILED);
                 snprintf(p->reason, sizeof(p->reason), "UnexpectedAdmissionError");
                 snprintf(p->message, sizeof(p->message), "%s", f.message);
                 return;
@@ -355,7 +383,7 @@ void sim_kubelet_finish_due(struct tsr_cluster *c)
                 struct sim_pod *p = &c->pods[k];
 
                 if (p->phase == SIM_RUNNING && p->finish_at >= 0 && p->finish_at <= c->now)
-                        p->phase = p->finish_failed ? SIM_FAILED : SIM_SUCCEEDED;
+                        set_phase(p, p->finish_failed ? SIM_FAILED : SIM_SUCCEEDED);
         }
 }
 

@@ -20,7 +20,9 @@
 #include "base/err.h"
 #include "base/fnv.h"
 #include "base/quantity.h"
+#include "codec/admit_snapshot.h"
 #include "codec/affinity.h"
+#include "codec/kueue_chain.h"
 #include "core/credits.h"
 #include "core/pod_resources.h"
 #include "sim/resources.h"
@@ -174,7 +176,7 @@ static unsigned sent_to(const struct tsr_cluster *c, const struct sim_workload *
                 const struct sim_pod *p = &c->pods[k];
                 const char *target = json_string_value(json_object_get(
                     json_object_get(json_object_get(p->obj, "spec"), "nodeSelector"),
-                    SIM_HOSTNAME_LABEL));
+                    TSR_CHAIN_HOSTNAME_LABEL));
 
                 if (!member_of(p, w) || strcmp(p->podset, ps->name) || tsr_cluster_pod_finished(p))
                         continue;
@@ -342,7 +344,7 @@ static struct sim_node_state *tas_states(const struct tsr_cluster *c)
 /* ---- quota -------------------------------------------------------------------------------- */
 
 /* What one Pod of ps costs in the pool's quota resource: credits, or CPU milli-cores. */
-static int64_t quota_per_pod(const struct sim_pool *pool, const struct sim_podset *ps)
+static int64_t quota_per_pod(const struct tsr_chain_pool *pool, const struct sim_podset *ps)
 {
         struct tsr_pod_spec *spec;
         int64_t v;
@@ -362,7 +364,7 @@ static int64_t mul_sat(int64_t a, unsigned b)
 }
 
 /* Quota of flavor f of pool used by the Workloads that hold a reservation in it. */
-static int64_t quota_used(const struct tsr_cluster *c, const struct sim_pool *pool, int f)
+static int64_t quota_used(const struct tsr_cluster *c, const struct tsr_chain_pool *pool, int f)
 {
         int64_t used = 0;
 
@@ -379,7 +381,7 @@ static int64_t quota_used(const struct tsr_cluster *c, const struct sim_pool *po
         return used;
 }
 
-static void quota_name(const struct sim_pool *pool, char *out, size_t len)
+static void quota_name(const struct tsr_chain_pool *pool, char *out, size_t len)
 {
         if (pool->product)
                 tsr_credits_resource(tsr_catalog_manufacturer(pool->product->manufacturer), out,
@@ -397,12 +399,12 @@ static void quantity_text(int64_t v, bool milli, char *out)
 
 int sim_kueue_check(const struct tsr_cluster *c, struct tsr_diag *diag)
 {
-        struct sim_pool pools[SIM_POOLS_MAX];
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
         size_t np;
 
         tsr_cluster_pools(c, pools, &np);
         for (size_t p = 0; p < np; p++) {
-                struct sim_flavor flavors[SIM_FLAVORS_MAX];
+                struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
                 size_t nf;
 
                 tsr_cluster_flavors(c, &pools[p], flavors, &nf, NULL);
@@ -422,8 +424,8 @@ int sim_kueue_check(const struct tsr_cluster *c, struct tsr_diag *diag)
 /* ---- reservation -------------------------------------------------------------------------- */
 
 struct attempt {
-        const struct sim_pool *pool;
-        struct sim_flavor flavors[SIM_FLAVORS_MAX];
+        const struct tsr_chain_pool *pool;
+        struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
         size_t n_flavors;
         int *node_flavor;
         struct sim_node_state *nodes;
@@ -474,20 +476,20 @@ static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim
                 n++;
         }
         if (total < ps->count) {
-                char topology[64];
+                struct tsr_chain_topology topology;
                 size_t o;
 
-                sim_topology_name(topology, sizeof(topology));
+                tsr_chain_topology(&topology);
                 if (total)
                         o = (size_t)snprintf(why, len,
                                              "topology \"%s\" allows to fit only %u out of %u "
                                              "pod(s). Total nodes: %u",
-                                             topology, total, ps->count, in_flavor);
+                                             topology.name, total, ps->count, in_flavor);
                 else
                         o = (size_t)snprintf(why, len,
                                              "topology \"%s\" doesn't allow to fit any of %u "
                                              "pod(s). Total nodes: %u",
-                                             topology, ps->count, in_flavor);
+                                             topology.name, ps->count, in_flavor);
                 if (o < len && (affinity || by_res))
                         o += (size_t)snprintf(why + o, len - o, "; excluded: ");
                 if (o < len && affinity)
@@ -518,10 +520,10 @@ out:
 /* Tries to reserve quota for w with every node's usage in nodes; on failure w->pending says why. */
 static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct sim_node_state *nodes)
 {
-        struct sim_pool pools[SIM_POOLS_MAX];
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
         struct attempt a = {.nodes = nodes};
         struct pod_resources *saved = NULL;
-        int64_t tentative[SIM_FLAVORS_MAX] = {0};
+        int64_t tentative[TSR_CHAIN_FLAVORS_MAX] = {0};
         char qname[TSR_KEY_MAX], more[TSR_QUANTITY_STR_MAX];
         size_t np, s;
         bool ok = false;
@@ -652,9 +654,9 @@ static void ungate(struct sim_pod *p, const struct sim_workload *w, const char *
                 selector = json_object();
                 json_object_set_new(spec, "nodeSelector", selector);
         }
-        json_object_set_new(selector, SIM_HOSTNAME_LABEL, json_string(node));
-        json_object_set_new(labels, SIM_PODSET_LABEL, json_string(p->podset));
-        sim_pod_set_annotation(p->obj, SIM_WORKLOAD_ANN, w->name);
+        json_object_set_new(selector, TSR_CHAIN_HOSTNAME_LABEL, json_string(node));
+        json_object_set_new(labels, TSR_KUEUE_PODSET_LABEL, json_string(p->podset));
+        sim_pod_set_annotation(p->obj, TSR_KUEUE_WORKLOAD_ANNOTATION, w->name);
         p->gated = false;
 }
 
@@ -684,8 +686,8 @@ static void admit(struct tsr_cluster *c, struct sim_workload *w)
 static void evict(struct tsr_cluster *c, struct sim_workload *w)
 {
         snprintf(w->evicted_msg, sizeof(w->evicted_msg),
-                 "Evicted due to AdmissionCheck in Retry state: \"%s\" (%s)", SIM_NODE_DEVICES,
-                 w->check_msg);
+                 "Evicted due to AdmissionCheck in Retry state: \"%s\" (%s)",
+                 TSR_KUEUE_NODE_DEVICES, w->check_msg);
         w->evicted = true;
         w->evicted_at = c->now;
         w->reserved = false;

@@ -11,6 +11,7 @@
 #include "core/catalog.h"
 #include "core/instancetype.h"
 #include "core/printable.h"
+#include "sim/actors.h"
 #include "sim/table.h"
 
 #include <stdio.h>
@@ -80,7 +81,7 @@ static json_t *profiles_json(const struct tsr_profile_figure *p, size_t n, bool 
  * four views and cpu}, plus the tessera extension status.printable, the table's composite cells
  * from the one formatter the table itself prints (core/printable.h).
  */
-static json_t *instancetype_json(const struct sim_pool *p, const struct tsr_pool_views *v,
+static json_t *instancetype_json(const struct tsr_chain_pool *p, const struct tsr_pool_views *v,
                                  const struct tsr_view *cpu)
 {
         struct tsr_unit_spec u = tsr_instancetype_unit(p->product);
@@ -143,7 +144,7 @@ static json_t *instancetype_json(const struct sim_pool *p, const struct tsr_pool
                          "spec", spec, "status", status);
 }
 
-json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct sim_pool *p)
+json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct tsr_chain_pool *p)
 {
         struct tsr_pool_views v;
         struct tsr_view cpu;
@@ -157,7 +158,7 @@ json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct sim_pool
 int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, const char *output,
                              struct tsr_buf *out, struct tsr_diag *diag)
 {
-        struct sim_pool pools[SIM_POOLS_MAX];
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
         struct sim_table t;
         bool wide = output && !strcmp(output, "wide");
         bool json = output && !strcmp(output, "json");
@@ -369,21 +370,6 @@ void sim_render_age(int64_t s, char *out, size_t len)
                 snprintf(out, len, "%lldd", (long long)(s / 86400));
 }
 
-static const char *phase_name(enum sim_phase p)
-{
-        switch (p) {
-        case SIM_RUNNING:
-                return "Running";
-        case SIM_SUCCEEDED:
-                return "Succeeded";
-        case SIM_FAILED:
-                return "Failed";
-        case SIM_PENDING:
-                break;
-        }
-        return "Pending";
-}
-
 /* The STATUS column kubectl prints: the Pod's reason, its scheduling gate, or its state. */
 static const char *status_column(const struct sim_pod *p)
 {
@@ -395,7 +381,7 @@ static const char *status_column(const struct sim_pod *p)
                 return "Completed";
         if (p->phase == SIM_FAILED)
                 return "Error";
-        return phase_name(p->phase);
+        return sim_pod_phase_name(p->phase);
 }
 
 int sim_render_pods(const struct tsr_cluster *c, const char *ns, const char *name, bool wide,
@@ -465,7 +451,7 @@ int sim_render_pod_json(const struct tsr_cluster *c, size_t pod, struct tsr_buf 
 {
         const struct sim_pod *p = &c->pods[pod];
         json_t *o = json_deep_copy(p->obj);
-        json_t *status = json_pack("{s:s}", "phase", phase_name(p->phase));
+        json_t *status = json_pack("{s:s}", "phase", sim_pod_phase_name(p->phase));
         json_t *scheduled;
 
         if (p->reason[0])

@@ -32,7 +32,24 @@ void sim_render_age(int64_t s, char *out, size_t len);
 void sim_render_time(int64_t t, char *out, size_t len);
 
 /* Pool p as its InstanceType object (a new reference), or NULL on a corrupt ledger. */
-json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct sim_pool *p);
+json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct tsr_chain_pool *p);
+
+/*
+ * Pool p as its ClusterQueue (codec/kueue_chain.h, a new reference): stopPolicy None, the
+ * gpustack-node-devices check referenced when p is accelerated. NULL when out of memory.
+ */
+json_t *sim_clusterqueue_json(const struct tsr_cluster *c, const struct tsr_chain_pool *p);
+
+/* Whether what names a kind of the Kueue chain sim_render_chain prints ("clusterqueues", ...). */
+bool sim_render_chain_kind(const char *what);
+
+/*
+ * `kubectl get resourceflavors|clusterqueues|localqueues|topologies|admissionchecks [NAME]
+ * [-o json]` (what as sim_render_chain_kind accepts it): the objects `tessera controller`
+ * applies, a NAME table without -o json; LocalQueues in namespace ns.
+ */
+int sim_render_chain(const struct tsr_cluster *c, const char *what, const char *ns,
+                     const char *name, bool json, struct tsr_buf *out, struct tsr_diag *diag);
 
 /* Workload w as its kueue.x-k8s.io/v1beta2 object (a new reference). */
 json_t *sim_workload_json(const struct tsr_cluster *c, const struct sim_workload *w);

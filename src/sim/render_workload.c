@@ -9,6 +9,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/quantity.h"
+#include "codec/kueue_chain.h"
 #include "core/credits.h"
 #include "core/pod_resources.h"
 #include "sim/resources.h"
@@ -85,9 +86,10 @@ static json_t *topology_assignment(const struct tsr_cluster *c, const struct sim
         } else {
                 pods = json_pack("{s:o}", "individual", counts);
         }
-        return json_pack("{s:[s], s:[{s:I, s:[{s:{s:o}}], s:o}]}", "levels", SIM_HOSTNAME_LABEL,
-                         "slices", "domainCount", (json_int_t)ps->n_assign, "valuesPerLevel",
-                         "individual", "roots", roots, "podCounts", pods);
+        return json_pack("{s:[s], s:[{s:I, s:[{s:{s:o}}], s:o}]}", "levels",
+                         TSR_CHAIN_HOSTNAME_LABEL, "slices", "domainCount",
+                         (json_int_t)ps->n_assign, "valuesPerLevel", "individual", "roots", roots,
+                         "podCounts", pods);
 }
 
 static json_t *quantity(int64_t v, bool milli)
@@ -100,8 +102,8 @@ static json_t *quantity(int64_t v, bool milli)
 
 static json_t *admission(const struct tsr_cluster *c, const struct sim_workload *w)
 {
-        struct sim_pool pools[SIM_POOLS_MAX];
-        const struct sim_pool *pool = NULL;
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        const struct tsr_chain_pool *pool = NULL;
         json_t *assignments = json_array();
         size_t np;
 
@@ -111,7 +113,7 @@ static json_t *admission(const struct tsr_cluster *c, const struct sim_workload 
                         pool = &pools[i];
         for (size_t s = 0; pool && s < w->n_podsets; s++) {
                 const struct sim_podset *ps = &w->podsets[s];
-                struct sim_flavor flavors[SIM_FLAVORS_MAX];
+                struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
                 struct tsr_pod_spec *spec;
                 char resource[TSR_KEY_MAX] = "cpu";
                 json_t *usage = json_object();
@@ -162,7 +164,7 @@ json_t *sim_workload_json(const struct tsr_cluster *c, const struct sim_workload
                 json_t *check;
 
                 sim_render_time(w->check_changed, when, sizeof(when));
-                check = json_pack("{s:s, s:s, s:s, s:s}", "name", SIM_NODE_DEVICES, "state",
+                check = json_pack("{s:s, s:s, s:s, s:s}", "name", TSR_KUEUE_NODE_DEVICES, "state",
                                   tsr_check_state_name(w->check), "message", w->check_msg,
                                   "lastTransitionTime", when);
                 if (w->retry_count)

@@ -14,6 +14,7 @@
 #include "base/diag.h"
 #include "base/err.h"
 #include "codec/json_patch.h"
+#include "codec/kueue_chain.h"
 #include "sim/render.h"
 #include "webhook/pod.h"
 #include "webhook/workload.h"
@@ -28,8 +29,9 @@
 
 /* ---- the lookup the handlers read the virtual cluster through ------------------------------ */
 
-static const struct sim_pool *find_pool(const struct tsr_cluster *c, struct sim_pool *pools,
-                                        const char *name, const char *entrance)
+static const struct tsr_chain_pool *find_pool(const struct tsr_cluster *c,
+                                              struct tsr_chain_pool *pools, const char *name,
+                                              const char *entrance)
 {
         size_t np;
 
@@ -43,16 +45,16 @@ static const struct sim_pool *find_pool(const struct tsr_cluster *c, struct sim_
 
 static json_t *lookup_instancetype(void *ctx, const char *name)
 {
-        struct sim_pool pools[SIM_POOLS_MAX];
-        const struct sim_pool *p = find_pool(ctx, pools, name, NULL);
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        const struct tsr_chain_pool *p = find_pool(ctx, pools, name, NULL);
 
         return p ? sim_instancetype_json(ctx, p) : NULL;
 }
 
 static json_t *lookup_by_entrance(void *ctx, const char *lq, size_t *matches)
 {
-        struct sim_pool pools[SIM_POOLS_MAX];
-        const struct sim_pool *p = find_pool(ctx, pools, NULL, lq);
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        const struct tsr_chain_pool *p = find_pool(ctx, pools, NULL, lq);
 
         if (matches)
                 *matches = p != NULL;
@@ -62,23 +64,19 @@ static json_t *lookup_by_entrance(void *ctx, const char *lq, size_t *matches)
 /* The entrance LocalQueue exists in every namespace and points at its pool's ClusterQueue. */
 static json_t *lookup_localqueue(void *ctx, const char *ns, const char *name)
 {
-        struct sim_pool pools[SIM_POOLS_MAX];
-        const struct sim_pool *p = find_pool(ctx, pools, NULL, name);
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        const struct tsr_chain_pool *p = find_pool(ctx, pools, NULL, name);
+        json_t *lq;
 
-        return p ? json_pack("{s:{s:s, s:s, s:{s:s}}, s:{s:s}}", "metadata", "name", name,
-                             "namespace", ns, "annotations", "schedule.gpustack.ai/queue", p->name,
-                             "spec", "clusterQueue", p->name)
-                 : NULL;
+        return p && !tsr_kueue_local_queue(p, ns, &lq, NULL) ? lq : NULL;
 }
 
 static json_t *lookup_clusterqueue(void *ctx, const char *name)
 {
-        struct sim_pool pools[SIM_POOLS_MAX];
-        const struct sim_pool *p = find_pool(ctx, pools, name, NULL);
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        const struct tsr_chain_pool *p = find_pool(ctx, pools, name, NULL);
 
-        return p ? json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", name, "labels",
-                             TSR_OWNED_QUEUE_LABEL, TSR_OWNED_QUEUE_VALUE)
-                 : NULL;
+        return p ? sim_clusterqueue_json(ctx, p) : NULL;
 }
 
 static struct tsr_webhook_lookup lookup_of(struct tsr_cluster *c)

@@ -7,11 +7,12 @@
 #ifndef TSR_WEBHOOK_WORKLOAD_H
 #define TSR_WEBHOOK_WORKLOAD_H
 
+#include "codec/kueue_chain.h"
 #include "webhook/handler.h"
 
-/* The label a ClusterQueue carries when this operator owns it. */
-#define TSR_OWNED_QUEUE_LABEL "resource.gpustack.ai/type"
-#define TSR_OWNED_QUEUE_VALUE "instancetypes"
+/* The label a ClusterQueue carries when this operator owns it (codec/kueue_chain.h). */
+#define TSR_OWNED_QUEUE_LABEL TSR_KUEUE_TYPE_LABEL
+#define TSR_OWNED_QUEUE_VALUE TSR_KUEUE_TYPE_INSTANCETYPES
 
 int tsr_webhook_workload_mutate(const struct tsr_webhook_lookup *lookup,
                                 const struct tsr_review *review, struct tsr_verdict *verdict,

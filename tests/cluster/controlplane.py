@@ -19,8 +19,10 @@ What it sets up, in a work directory of its own (pki/, data/, logs/, kubeconfigs
     so without it a deleted queued Pod would hold its quota forever;
   * Kueue (optional): its CRDs (established before the manager starts), its webhooks rewritten from
     Services to URLs with the serving CA's caBundle and the namespaceSelectors its kustomization adds,
-    and the manager out of cluster with the Configuration of config_kueue() (the pod integration, TAS
-    on, AssignQueueLabelsForPods off, the credits transformations), ready at its /readyz;
+    and the manager out of cluster with the Configuration of config_kueue() (what `$TSR_TESSERA
+    kueue-config` prints -- the pod integration, TAS on, AssignQueueLabelsForPods off, every
+    manufacturer's credits transformations -- plus the harness's own webhook, certificate, leader
+    election, metrics and health fields), ready at its /readyz;
   * Nodes as a kubelet writes them (create_node: labels, then status.capacity / allocatable and a
     Ready condition through the status subresource).
 
@@ -64,15 +66,8 @@ PEERS_SCRIPT = os.path.join(ROOT, "tools", "peers.sh")
 ADMIN_TOKEN = "tessera-admin-token"
 SYSTEM_NAMESPACES = ("kube-system", "kueue-system")
 
-# The credits transformations tessera's queues need (spec/upstream-behavior.md §9), for NVIDIA.
-CREDITS = "credits.gpustack.ai/nvidia"
-TRANSFORMATIONS = [
-    {"input": "nvidia.com/gpu", "strategy": "Replace", "outputs": {CREDITS: "1600000"}},
-    {"input": "nvidia.com/gpu.shared", "strategy": "Replace", "outputs": {CREDITS: "160000"}},
-    {"input": "nvidia.com/gpu.sliced.units", "strategy": "Replace",
-     "multiplyBy": "nvidia.com/gpu.sliced", "outputs": {CREDITS: "1"}},
-    {"input": "nvidia.com/gpu.partitioned.units", "strategy": "Replace", "outputs": {CREDITS: "1"}},
-]
+# The release namespace `tessera kueue-config` is told (its default, deploy/'s).
+RELEASE_NAMESPACE = "gpustack-system"
 
 
 class ApiError(Exception):
@@ -430,26 +425,42 @@ class ControlPlane:
         return os.path.join(os.path.dirname(os.path.realpath(
             os.path.join(self.bin, "kueue"))), "..", "share", "kueue")
 
+    @staticmethod
+    def product_config_kueue():
+        """What `$TSR_TESSERA kueue-config -o json` prints: the Kueue Configuration tessera's
+        chain needs (the credits transformations, the feature gates, the pod integration, the
+        namespaces Kueue leaves alone)."""
+        tessera = os.environ.get("TSR_TESSERA")
+        if not tessera:
+            raise RuntimeError("TSR_TESSERA is not set: the harness runs Kueue with the "
+                               "Configuration `tessera kueue-config` prints")
+        r = subprocess.run([tessera, "kueue-config", "-o", "json", "--namespace",
+                            RELEASE_NAMESPACE], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError("tessera kueue-config failed (%d): %s" % (r.returncode, r.stderr))
+        return json.loads(r.stdout)
+
     def config_kueue(self):
-        """The Kueue Configuration this harness runs the manager with."""
-        cfg = {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
-            "namespace": "kueue-system",
+        """The Kueue Configuration this harness runs the manager with: the product's
+        (product_config_kueue) with the harness's own fields merged in."""
+        cfg = self.product_config_kueue()
+        # The harness's fields, none of them the product's: Kueue runs out of cluster in its own
+        # namespace (which it then also leaves alone), without leader election, its webhook on a
+        # loopback port with the test CA's certificate instead of its internal certificate
+        # management, no metrics listener, its health probes on a free loopback port, and no
+        # visibility API server to register (VisibilityOnDemand off).
+        cfg["namespace"] = "kueue-system"
+        for expr in cfg["managedJobsNamespaceSelector"]["matchExpressions"]:
+            expr["values"] += [ns for ns in SYSTEM_NAMESPACES if ns not in expr["values"]]
+        cfg.update({
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
             "webhook": {"host": "127.0.0.1", "port": self.kueue_webhook_port,
                         "certDir": os.path.join(self.dir, "kueue-certs")},
             "metrics": {"bindAddress": "0"},
             "health": {"healthProbeBindAddress": "127.0.0.1:%d" % self.kueue_health_port},
-            "manageJobsWithoutQueueName": False,
-            "managedJobsNamespaceSelector": {"matchExpressions": [{
-                "key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                "values": list(SYSTEM_NAMESPACES) + ["gpustack-system"]}]},
-            "integrations": {"frameworks": ["pod"]},
-            "featureGates": {"TopologyAwareScheduling": True, "AssignQueueLabelsForPods": False,
-                             "VisibilityOnDemand": False},
-            "resources": {"transformations": TRANSFORMATIONS},
-        }
+        })
+        cfg["featureGates"]["VisibilityOnDemand"] = False
         cfg.update(self.kueue_config_extra)
         return cfg
 

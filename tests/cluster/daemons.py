@@ -1,8 +1,9 @@
 """daemons.py - tessera's own daemons as the cluster suites run them against the test control plane:
 `tessera webhook` (serving with a certificate the control plane's CA signed for 127.0.0.1, and
 registered with the API server by deploy/webhook-configurations.yaml rewritten from its Service to
-that URL with the CA as caBundle, as envtest does) and `tessera device-manager` on a KubeletNode
-(its plugin, pod-resources and pods directories; fake GPUs).
+that URL with the CA as caBundle, as envtest does), `tessera device-manager` on a KubeletNode
+(its plugin, pod-resources and pods directories; fake GPUs) and `tessera controller` (campaigning
+for its Lease in gpustack-system, probes on an ephemeral port).
 
 Each keeps its stderr lines (find() searches them) and stops with SIGTERM, then SIGKILL.
 """
@@ -58,6 +59,22 @@ class Daemon:
     def log(self, last=40):
         return "\n".join(self.lines[-last:])
 
+    def probe(self, path):
+        """GET path on the probe port (self.probe_port): (HTTP status, body text)."""
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.probe_port, path),
+                                        timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def wait_ready(self, timeout=30):
+        if not eventually(lambda: self.probe("/readyz")[0] == 200, timeout):
+            raise RuntimeError("%s was not ready:\n%s" % (" ".join(self.argv[:2]), self.log()))
+
 
 class WebhookServer(Daemon):
     """`tessera webhook` on 127.0.0.1 with the control plane's webhook certificate (or cert and
@@ -74,21 +91,6 @@ class WebhookServer(Daemon):
         self.port = int(re.search(r" port=(\d+)", line).group(1))
         self.probe_port = int(re.search(r" probe_port=(\d+)", line).group(1))
 
-    def probe(self, path):
-        """GET path on the probe port: (HTTP status, body text)."""
-        import urllib.error
-        import urllib.request
-
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.probe_port, path),
-                                        timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-    def wait_ready(self, timeout=30):
-        if not eventually(lambda: self.probe("/readyz")[0] == 200, timeout):
-            raise RuntimeError("tessera webhook was not ready:\n" + self.log())
 
 
 def webhook_configurations(port, ca_bundle, path=WEBHOOK_CONFIGURATIONS):
@@ -135,3 +137,20 @@ class DeviceManager(Daemon):
             r = node.call("wait_registered", resource=res, timeout=timeout)
             if not r.get("ok"):
                 raise RuntimeError("%s did not register: %s\n%s" % (res, r, self.log()))
+
+
+class Controller(Daemon):
+    """`tessera controller` as identity, reading the API server as the admin (or as kubeconfig's
+    user), campaigning for the Lease with short timings (lease 3 s, renew 2 s, retry 500 ms)
+    unless extra says otherwise."""
+
+    def __init__(self, tessera, cp, identity="controller-a", extra=(), kubeconfig=None):
+        super().__init__([tessera, "controller", "--kubeconfig", kubeconfig or cp.kubeconfig,
+                          "--identity", identity, "--probe-port", "0", "--probe-bind",
+                          "127.0.0.1", "--lease-duration", "3s", "--renew-deadline", "2s",
+                          "--retry-period", "500ms", "--log-level", "debug", *extra])
+        self.identity = identity
+        line = eventually(lambda: self.find("msg=serving"), timeout=15)
+        if not line:
+            raise RuntimeError("tessera controller did not start:\n" + self.log())
+        self.probe_port = int(re.search(r" probe_port=(\d+)", line).group(1))

@@ -9,7 +9,7 @@ two GPUs is bound by kube-scheduler, allocated through the device plugin, record
 allocation annotation and reported Running; then Kueue's pod integration over hand-made queue
 objects (a ResourceFlavor with a hostname Topology, a ClusterQueue with a credits quota of two
 GPUs, a LocalQueue): a queue-labelled Pod gets Kueue's label, finalizer and scheduling gates, its
-Workload asks for credits (the harness's resources.transformations); Kueue v0.17 TAS does not admit
+Workload asks for credits (`tessera kueue-config`'s transformations); Kueue v0.17 TAS does not admit
 it while the node advertises no credits (its TAS fit uses the transformed requests), and once the
 node's capacity carries credits.gpustack.ai/nvidia (4 x 1600000) TAS admits it onto the node
 and kube-scheduler binds it; a second Pod that would exceed the quota waits, gated, until the first

@@ -23,7 +23,13 @@ it is placed on NVIDIA nodes and tolerates their taint. Its ClusterRole grants e
 src/devicemanager/ makes (every tsr_kube_client_* call there is in CALLS, so a new call fails
 here until the role and the table say what it needs).
 
-Both binaries' args are parsed by the binaries themselves: `tessera <args> --help` exits 0 only
+The controller's Deployment (controller.yaml): two replicas, args `tessera controller` accepts,
+its Lease identity and namespace from the downward API, probes on its probe port; its ClusterRole
+grants exactly what src/controller/ calls (CONTROLLER_CALLS, checked against the source like
+CALLS) plus list and watch of what its caches read, and its Role in gpustack-system exactly the
+Lease calls.
+
+The binaries' args are parsed by the binaries themselves: `tessera <args> --help` exits 0 only
 when every flag before --help is known and its value valid. Prints TAP.
 """
 
@@ -62,6 +68,8 @@ MODELS = {
     ("v1", "Service"): "V1Service",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "V1ClusterRoleBinding",
+    ("rbac.authorization.k8s.io/v1", "Role"): "V1Role",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "V1RoleBinding",
     ("apps/v1", "Deployment"): "V1Deployment",
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
     ("policy/v1", "PodDisruptionBudget"): "V1PodDisruptionBudget",
@@ -92,10 +100,40 @@ CALLS = {
 }
 
 
-def client_calls(src):
-    """(file, call) for every tsr_kube_client_<call>( in src/devicemanager/*.c."""
+# What the controller's caches list and watch (src/controller/controller.c CTL_RESOURCES).
+CONTROLLER_WATCHED = {("", "nodes"), ("", "namespaces"), ("worker.gpustack.ai", "devices"),
+                      ("kueue.x-k8s.io", "workloads"), ("kueue.x-k8s.io", "clusterqueues"),
+                      ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "resourceflavors"),
+                      ("kueue.x-k8s.io", "topologies"), ("kueue.x-k8s.io", "admissionchecks")}
+CHAIN_KINDS = ("resourceflavors", "clusterqueues", "localqueues", "topologies")
+
+# What the controller asks of the API server besides its caches, by (source file, call).
+CONTROLLER_CALLS = {
+    # ctl_apply (server-side apply: PATCH, a create when missing) of the chain objects, the
+    # AdmissionCheck, node labels; ctl_delete of retired chain objects; ctl_event
+    ("controller.c", "patch"): {("kueue.x-k8s.io", k, v) for k in CHAIN_KINDS +
+                                ("admissionchecks",) for v in ("patch", "create")} |
+                               {("", "nodes", "patch"), ("", "nodes/status", "patch"),
+                                ("kueue.x-k8s.io", "workloads/status",
+                                                         "patch"),
+                                ("kueue.x-k8s.io", "admissionchecks/status", "patch")},
+    ("controller.c", "request"): {("kueue.x-k8s.io", k, "delete") for k in CHAIN_KINDS} |
+                                 {("", "events", "create")},
+    # leader.c: GET the Lease, POST it when missing, PUT it to renew, take over or release
+    ("leader.c", "get"): {("coordination.k8s.io", "leases", "get")},
+    ("leader.c", "request"): {("coordination.k8s.io", "leases", "create"),
+                              ("coordination.k8s.io", "leases", "update")},
+    # chain_reconciler.c: merge PATCH stopPolicy HoldAndDrain on a retired ClusterQueue
+    ("chain_reconciler.c", "patch"): {("kueue.x-k8s.io", "clusterqueues", "patch")},
+    # node_devices_check.c: the judged nodes' Pods, uncached (fieldSelector spec.nodeName)
+    ("node_devices_check.c", "list_all"): {("", "pods", "list")},
+}
+
+
+def client_calls(src, module="devicemanager"):
+    """(file, call) for every tsr_kube_client_<call>( in src/<module>/*.c."""
     found = set()
-    for path in glob.glob(os.path.join(src, "src", "devicemanager", "*.c")):
+    for path in glob.glob(os.path.join(src, "src", module, "*.c")):
         with open(path) as f:
             text = f.read()
         for m in re.finditer(r"\btsr_kube_client_(\w+)\s*\(", text):
@@ -103,15 +141,22 @@ def client_calls(src):
     return found
 
 
-def granted(by_kind, sa_ns, sa_name):
-    """(group, resource, verb) the ClusterRoles bound to a service account grant."""
-    roles = {r["metadata"]["name"]: r for r in by_kind.get("ClusterRole", [])}
+def granted(by_kind, sa_ns, sa_name, namespaced=False):
+    """(group, resource, verb) the ClusterRoles bound to a service account grant; with
+    namespaced, what the Roles bound in its own namespace grant instead."""
+    role_kind, binding_kind = ("Role", "RoleBinding") if namespaced else \
+        ("ClusterRole", "ClusterRoleBinding")
+    roles = {(r["metadata"].get("namespace"), r["metadata"]["name"]): r
+             for r in by_kind.get(role_kind, [])}
     out = set()
-    for b in by_kind.get("ClusterRoleBinding", []):
+    for b in by_kind.get(binding_kind, []):
+        ns = b["metadata"].get("namespace")
+        if namespaced and ns != sa_ns:
+            continue
         if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa_name and
                    s.get("namespace") == sa_ns for s in b.get("subjects", [])):
             continue
-        for rule in roles.get(b["roleRef"]["name"], {}).get("rules", []):
+        for rule in roles.get((ns, b["roleRef"]["name"]), {}).get("rules", []):
             out |= {(g, r, v) for g in rule.get("apiGroups", [])
                     for r in rule.get("resources", []) for v in rule.get("verbs", [])}
     return out
@@ -272,6 +317,51 @@ def check_device_manager(tessera, src, by_kind):
        {"missing": sorted(need - have), "extra": sorted(have - need)})
 
 
+def check_controller(tessera, src, by_kind):
+    deps = [d for d in by_kind.get("Deployment", [])
+            if d["metadata"]["name"] == "gpustack-worker-controller"]
+    ok(len(deps) == 1 and deps[0]["metadata"]["namespace"] == "gpustack-system" and
+       deps[0]["spec"]["replicas"] >= 2,
+       "the controller's Deployment runs two replicas in gpustack-system (one leads, one stands "
+       "by)")
+    if len(deps) != 1:
+        return
+    dep = deps[0]
+    pod_spec = dep["spec"]["template"]["spec"]
+    container = pod_spec["containers"][0]
+    args = container.get("args", [])
+    good, detail = parses(tessera, container, {"metadata.name": "controller-0",
+                                               "metadata.namespace": "gpustack-system"})
+    ok(args[:1] == ["controller"] and good,
+       "the controller's args and environment are ones `tessera controller` accepts", detail)
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+           for e in container.get("env", [])}
+    ok(env.get("POD_NAME") == "metadata.name" and env.get("POD_NAMESPACE") ==
+       "metadata.namespace", "its Lease identity and namespace come from the downward API", env)
+    ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+    probe_port = int(flag(args, "probe-port", "8081"))
+    ok(ports.get(container["readinessProbe"]["httpGet"]["port"]) == probe_port and
+       container["readinessProbe"]["httpGet"]["path"] == "/readyz" and
+       container["livenessProbe"]["httpGet"]["path"] == "/healthz",
+       "its probes reach /readyz and /healthz on --probe-port", container)
+
+    found = client_calls(src, "controller")
+    ok(found == set(CONTROLLER_CALLS), "CONTROLLER_CALLS lists every API call in src/controller/",
+       {"in source, not in CONTROLLER_CALLS": sorted(found - set(CONTROLLER_CALLS)),
+        "in CONTROLLER_CALLS, not in source": sorted(set(CONTROLLER_CALLS) - found)})
+    sa = pod_spec.get("serviceAccountName")
+    ns = dep["metadata"]["namespace"]
+    lease = {p for p in set().union(*CONTROLLER_CALLS.values()) if p[0] == "coordination.k8s.io"}
+    need = set().union(*CONTROLLER_CALLS.values()) - lease
+    need |= {(g, r, v) for g, r in CONTROLLER_WATCHED for v in ("list", "watch")}
+    have = granted(by_kind, ns, sa)
+    ok(have == need, "its ClusterRole grants exactly what the controller calls and watches",
+       {"missing": sorted(need - have), "extra": sorted(have - need)})
+    have_ns = granted(by_kind, ns, sa, namespaced=True)
+    ok(have_ns == lease, "its Role in %s grants exactly the Lease calls" % ns,
+       {"missing": sorted(lease - have_ns), "extra": sorted(have_ns - lease)})
+
+
 def main():
     tessera, deploy, src = sys.argv[1:4]
     docs = []
@@ -312,7 +402,9 @@ def main():
 
     services = {(s["metadata"]["namespace"], s["metadata"]["name"]): s
                 for s in by_kind["Service"]}
-    pod_spec = by_kind["Deployment"][0]["spec"]["template"]["spec"]
+    webhook = next(d for d in by_kind["Deployment"]
+                   if d["metadata"]["name"] == "gpustack-worker-webhook")
+    pod_spec = webhook["spec"]["template"]["spec"]
     container = pod_spec["containers"][0]
     mounted = {v["secret"]["secretName"] for v in pod_spec.get("volumes", []) if "secret" in v}
     serving = [c for c in by_kind["Certificate"] if c["spec"]["secretName"] in mounted]
@@ -352,7 +444,6 @@ def main():
                "%s.%s.svc" % (svc["name"], svc["namespace"]) in cert_names,
                "%s: its Service reaches the webhook port, the certificate names it" % w["name"])
 
-    webhook = by_kind["Deployment"][0]
     grants = granted(by_kind, webhook["metadata"]["namespace"], pod_spec["serviceAccountName"])
     allowed = {(g, r) for g, r, v in grants if v == "list"} & \
         {(g, r) for g, r, v in grants if v == "watch"}
@@ -363,6 +454,7 @@ def main():
        "the webhook's args are ones `tessera webhook` accepts", detail)
 
     check_device_manager(tessera, src, by_kind)
+    check_controller(tessera, src, by_kind)
     print("1..%d" % len(results))
     return 0 if all(results) else 1
 

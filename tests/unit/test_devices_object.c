@@ -472,12 +472,54 @@ static void test_out_of_memory(void **state)
         json_decref(want);
 }
 
+/* The capabilities read back from a built object are the ones it was built from; faults are
+ * named. */
+static void test_capabilities_read_back(void **state)
+{
+        struct fx_node nd;
+        struct tsr_accel_cap back[16];
+        struct tsr_diag diag;
+        json_t *o = NULL, *g;
+        size_t n = 99;
+
+        (void)state;
+        mixed_node(&nd);
+        tsr_capability_set_pci_bus_id(&nd.caps[1], "00000000:8D:00.0");
+        assert_int_equal(tsr_devices_object_build("node-h100", nd.caps, nd.ledger, nd.n, &o, NULL),
+                         0);
+        tsr_diag_clear(&diag);
+        assert_int_equal(tsr_devices_object_capabilities(o, back, 16, &n, &diag), 0);
+        assert_int_equal(n, nd.n);
+        assert_memory_equal(back, nd.caps, nd.n * sizeof(*back));
+        assert_int_equal(tsr_devices_object_capabilities(o, back, nd.n - 1, &n, &diag),
+                         TSR_ETOOBIG);
+        assert_non_null(strstr(diag.msg, "more than"));
+
+        g = json_array_get(json_object_get(json_object_get(o, "spec"), "groups"), 0);
+        json_object_del(json_array_get(json_object_get(g, "accelerators"), 1), "index");
+        assert_int_equal(tsr_devices_object_capabilities(o, back, 16, &n, &diag), TSR_EINVAL);
+        assert_non_null(strstr(diag.msg, "accelerators[1]"));
+        json_object_set_new(g, "name", json_string("NVIDIA Nothing"));
+        assert_int_equal(tsr_devices_object_capabilities(o, back, 16, &n, &diag), TSR_EINVAL);
+        assert_non_null(strstr(diag.msg, "\"NVIDIA Nothing\" is no product"));
+        json_decref(o);
+
+        o = json_pack("{s:{s:[]}}", "spec", "groups");
+        assert_int_equal(tsr_devices_object_capabilities(o, back, 16, &n, &diag), 0);
+        assert_int_equal(n, 0);
+        json_decref(o);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_mixed_node),      cmocka_unit_test(test_sliced_detail),
-            cmocka_unit_test(test_no_accelerators), cmocka_unit_test(test_mixed_products),
-            cmocka_unit_test(test_fit_labels),      cmocka_unit_test(test_out_of_memory),
+            cmocka_unit_test(test_mixed_node),
+            cmocka_unit_test(test_sliced_detail),
+            cmocka_unit_test(test_no_accelerators),
+            cmocka_unit_test(test_mixed_products),
+            cmocka_unit_test(test_fit_labels),
+            cmocka_unit_test(test_out_of_memory),
+            cmocka_unit_test(test_capabilities_read_back),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,380 @@
+/*
+ * controller.c - the controller's wiring (controller.h): the caches and their change callbacks,
+ * the elector, the worker thread that runs one key at a time, and the three writes reconcilers
+ * share (apply, delete, Event).
+ *
+ * Change callbacks only queue keys, coarse ones: a change among the Nodes or Devices queues the
+ * chain and every node's labels; one among the Workloads queues the scan, which queues each
+ * Workload waiting for the check. The work queue folds repeats, so a burst of events costs one
+ * reconcile. Becoming leader queues everything once; a standby's worker drops what it is handed.
+ */
+#include "controller/controller_int.h"
+
+#include "base/buf.h"
+#include "base/diag.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "controller/leader.h"
+#include "controller/workqueue.h"
+#include "kube/cache.h"
+#include "kube/client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CTL_RESOURCES                                                                              \
+        (TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_NODES) | TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_DEVICES) |   \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_NAMESPACES) |                                           \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_WORKLOADS) |                                            \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_CLUSTERQUEUES) |                                        \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_LOCALQUEUES) |                                          \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_RESOURCEFLAVORS) |                                      \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_TOPOLOGIES) |                                           \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_ADMISSIONCHECKS))
+
+static const char *const kind_names[CTL_N_KINDS] = {
+    [CTL_KIND_ADMISSIONCHECK] = "admissioncheck",
+    [CTL_KIND_NODE] = "node",
+    [CTL_KIND_CHAIN] = "chain",
+    [CTL_KIND_WORKLOADS] = "workloads",
+    [CTL_KIND_WORKLOAD] = "workload",
+};
+
+void ctl_enqueue(struct tsr_controller *c, const char *key)
+{
+        if (tsr_workqueue_add(c->queue, key))
+                tsr_log(TSR_LOG_ERROR, "cannot queue", "key", key, NULL);
+}
+
+/* Queues node/<name> for every Node held. */
+static void enqueue_nodes(struct tsr_controller *c)
+{
+        json_t *nodes = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_NODES), *n;
+        char key[TSR_WORKQUEUE_KEY_MAX];
+        size_t i;
+
+        json_array_foreach(nodes, i, n)
+        {
+                const char *name =
+                    json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
+
+                if (name && snprintf(key, sizeof(key), "node/%s", name) < (int)sizeof(key))
+                        ctl_enqueue(c, key);
+        }
+        json_decref(nodes);
+}
+
+static void on_change(void *ctx, enum tsr_kube_cache_resource r)
+{
+        struct tsr_controller *c = ctx;
+
+        switch (r) {
+        case TSR_KUBE_CACHE_NODES:
+        case TSR_KUBE_CACHE_DEVICES:
+                enqueue_nodes(c);
+                ctl_enqueue(c, "chain");
+                ctl_enqueue(c, "workloads");
+                break;
+        case TSR_KUBE_CACHE_NAMESPACES:
+        case TSR_KUBE_CACHE_CLUSTERQUEUES:
+        case TSR_KUBE_CACHE_LOCALQUEUES:
+        case TSR_KUBE_CACHE_RESOURCEFLAVORS:
+        case TSR_KUBE_CACHE_TOPOLOGIES:
+                ctl_enqueue(c, "chain");
+                break;
+        case TSR_KUBE_CACHE_ADMISSIONCHECKS:
+                ctl_enqueue(c, "admissioncheck");
+                ctl_enqueue(c, "chain");
+                break;
+        case TSR_KUBE_CACHE_WORKLOADS:
+                ctl_enqueue(c, "workloads");
+                break;
+        default:
+                break;
+        }
+}
+
+static void on_started(void *ctx)
+{
+        struct tsr_controller *c = ctx;
+
+        atomic_store(&c->leading, true);
+        ctl_enqueue(c, "admissioncheck");
+        ctl_enqueue(c, "chain");
+        ctl_enqueue(c, "workloads");
+        enqueue_nodes(c);
+}
+
+static void on_lost(void *ctx)
+{
+        struct tsr_controller *c = ctx;
+
+        atomic_store(&c->leading, false);
+        if (c->cfg.on_lost)
+                c->cfg.on_lost(c->cfg.ctx);
+}
+
+/* Runs the reconciler of key. Returns its result; *requeue_ms asks for a later look. */
+static int dispatch(struct tsr_controller *c, const char *key, enum ctl_kind *kind,
+                    unsigned *requeue_ms)
+{
+        char ns[254], name[254];
+
+        *requeue_ms = 0;
+        if (!strcmp(key, "admissioncheck"))
+                return *kind = CTL_KIND_ADMISSIONCHECK, ctl_admission_check_reconcile(c);
+        if (!strcmp(key, "chain"))
+                return *kind = CTL_KIND_CHAIN, ctl_chain_reconcile(c, requeue_ms);
+        if (!strcmp(key, "workloads"))
+                return *kind = CTL_KIND_WORKLOADS, ctl_workloads_scan(c), 0;
+        if (!strncmp(key, "node/", 5))
+                return *kind = CTL_KIND_NODE, ctl_node_features_reconcile(c, key + 5);
+        *kind = CTL_KIND_WORKLOAD;
+        if (sscanf(key, "workload/%253[^/]/%253s", ns, name) != 2)
+                return TSR_EINVAL;
+        return ctl_workload_reconcile(c, ns, name, requeue_ms);
+}
+
+static void *worker_main(void *arg)
+{
+        struct tsr_controller *c = arg;
+        char key[TSR_WORKQUEUE_KEY_MAX];
+
+        while (tsr_workqueue_get(c->queue, key)) {
+                enum ctl_kind kind = CTL_KIND_WORKLOAD;
+                unsigned requeue_ms = 0;
+                int rc;
+
+                if (!atomic_load(&c->leading) || !tsr_kube_cache_synced(c->cache)) {
+                        /* a standby writes nothing; an unsynced cache would write wrongly. Keys
+                         * come back when this replica leads (on_started) or the cache lists. */
+                        if (atomic_load(&c->leading))
+                                tsr_workqueue_add_after(c->queue, key, 500);
+                        tsr_workqueue_done(c->queue, key);
+                        continue;
+                }
+                rc = dispatch(c, key, &kind, &requeue_ms);
+                atomic_fetch_add(&c->reconciles[kind], 1);
+                if (rc) {
+                        atomic_fetch_add(&c->failures[kind], 1);
+                        tsr_workqueue_add_rate_limited(c->queue, key);
+                } else {
+                        tsr_workqueue_forget(c->queue, key);
+                        if (requeue_ms)
+                                tsr_workqueue_add_after(c->queue, key, requeue_ms);
+                }
+                tsr_workqueue_done(c->queue, key);
+        }
+        return NULL;
+}
+
+int ctl_apply(struct tsr_controller *c, const char *path, json_t *obj, const char *manager,
+              json_t **out, struct tsr_diag *diag)
+{
+        struct tsr_kube_patch_opts po = {.field_manager = manager, .force = true};
+        int rc = tsr_kube_client_patch(c->cfg.client, path, TSR_KUBE_PATCH_APPLY, obj, &po, out,
+                                       NULL, diag);
+
+        if (!rc)
+                atomic_fetch_add(&c->applies, 1);
+        return rc;
+}
+
+int ctl_delete(struct tsr_controller *c, const char *path, struct tsr_diag *diag)
+{
+        int rc = tsr_kube_client_request(c->cfg.client, "DELETE", path, NULL, NULL, 0, NULL, NULL,
+                                         NULL, diag);
+
+        if (rc == TSR_ENOTFOUND)
+                return 0;
+        if (!rc)
+                atomic_fetch_add(&c->deletes, 1);
+        return rc;
+}
+
+void ctl_now_rfc3339(char *out, size_t len)
+{
+        time_t now = time(NULL);
+        struct tm tm;
+
+        gmtime_r(&now, &tm);
+        strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void ctl_event(struct tsr_controller *c, json_t *obj, const char *type, const char *reason,
+               const char *message)
+{
+        json_t *meta = json_object_get(obj, "metadata");
+        const char *ns = json_string_value(json_object_get(meta, "namespace"));
+        const char *name = json_string_value(json_object_get(meta, "name"));
+        char path[320], when[32];
+        struct tsr_diag diag;
+        json_t *ev;
+        int rc;
+
+        if (!name)
+                return;
+        if (!ns || !*ns)
+                ns = "default"; /* where cluster-scoped objects' Events live */
+        ctl_now_rfc3339(when, sizeof(when));
+        ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s?, s:s?, s:s, s:s?, s:s?}, s:s, s:s, s:s, "
+                       "s:{s:s}, s:s, s:s, s:i, s:s, s:s}",
+                       "apiVersion", "v1", "kind", "Event", "metadata", "generateName", "tessera-",
+                       "namespace", ns, "involvedObject", "apiVersion",
+                       json_string_value(json_object_get(obj, "apiVersion")), "kind",
+                       json_string_value(json_object_get(obj, "kind")), "name", name, "namespace",
+                       json_string_value(json_object_get(meta, "namespace")), "uid",
+                       json_string_value(json_object_get(meta, "uid")), "type", type, "reason",
+                       reason, "message", message, "source", "component", CTL_MANAGER,
+                       "firstTimestamp", when, "lastTimestamp", when, "count", 1,
+                       "reportingComponent", CTL_MANAGER, "reportingInstance", c->identity);
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
+        tsr_diag_clear(&diag);
+        rc = ev ? 0 : TSR_ENOMEM;
+        if (!rc) {
+                char *text = json_dumps(ev, JSON_COMPACT);
+
+                rc = text ? tsr_kube_client_request(c->cfg.client, "POST", path, "application/json",
+                                                    text, strlen(text), NULL, NULL, NULL, &diag)
+                          : TSR_ENOMEM;
+                free(text);
+        }
+        json_decref(ev);
+        if (rc)
+                tsr_log(TSR_LOG_WARN, "cannot record an Event", "object", name, "reason", reason,
+                        "error", diag.msg[0] ? diag.msg : tsr_strerror(rc), NULL);
+        else
+                atomic_fetch_add(&c->events, 1);
+}
+
+int tsr_controller_start(const struct tsr_controller_config *cfg, struct tsr_controller **out,
+                         struct tsr_diag *diag)
+{
+        struct tsr_controller *c = calloc(1, sizeof(*c));
+        struct tsr_kube_cache_opts co = {.resources = CTL_RESOURCES, .on_change = on_change};
+        int rc;
+
+        if (!c)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        c->cfg = *cfg;
+        snprintf(c->ns, sizeof(c->ns), "%s", cfg->namespace_ ? cfg->namespace_ : "gpustack-system");
+        snprintf(c->identity, sizeof(c->identity), "%s", cfg->identity ? cfg->identity : "");
+        snprintf(c->lease, sizeof(c->lease), "%s",
+                 cfg->lease_name ? cfg->lease_name : "tessera-controller");
+        if (!c->cfg.requeue_after_s)
+                c->cfg.requeue_after_s = 30;
+        c->queue = tsr_workqueue_new(50, 30000);
+        c->verdicts = json_object();
+        if (!c->queue || !c->verdicts) {
+                tsr_workqueue_free(c->queue);
+                json_decref(c->verdicts);
+                free(c);
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        }
+        co.ctx = c;
+        rc = tsr_kube_cache_new_opts(cfg->client, &co, &c->cache, diag);
+        if (!rc && pthread_create(&c->worker, NULL, worker_main, c))
+                rc = tsr_diag_set(diag, TSR_EIO, "controller: cannot start the worker thread");
+        c->worker_started = !rc;
+        if (!rc && cfg->leader_elect) {
+                struct tsr_leader_config lc = {
+                    .namespace_ = c->ns,
+                    .name = c->lease,
+                    .identity = c->identity,
+                    .lease_ms = cfg->lease_ms,
+                    .renew_ms = cfg->renew_ms,
+                    .retry_ms = cfg->retry_ms,
+                    .on_started = on_started,
+                    .on_lost = on_lost,
+                    .ctx = c,
+                };
+
+                rc = tsr_leader_start(cfg->client, &lc, &c->leader, diag);
+        } else if (!rc) {
+                on_started(c);
+        }
+        if (rc) {
+                tsr_controller_stop(c);
+                return rc;
+        }
+        *out = c;
+        return 0;
+}
+
+bool tsr_controller_ready(struct tsr_controller *c, char *why, size_t why_len)
+{
+        for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                struct tsr_kube_cache_stats st;
+
+                if (!(CTL_RESOURCES & TSR_KUBE_CACHE_BIT(r)))
+                        continue;
+                tsr_kube_cache_stats(c->cache, (enum tsr_kube_cache_resource)r, &st);
+                if (!st.synced) {
+                        snprintf(why, why_len, "the %s cache has not listed yet%s%s",
+                                 tsr_kube_cache_resource_name((enum tsr_kube_cache_resource)r),
+                                 st.last_error[0] ? ": " : "", st.last_error);
+                        return false;
+                }
+        }
+        return true;
+}
+
+int tsr_controller_metrics(struct tsr_controller *c, struct tsr_buf *out)
+{
+        int rc = tsr_buf_addf(out,
+                              "# HELP tessera_controller_leader Whether this replica holds the "
+                              "Lease.\n# TYPE tessera_controller_leader gauge\n"
+                              "tessera_controller_leader %d\n"
+                              "# HELP tessera_controller_queue_depth Keys waiting.\n"
+                              "# TYPE tessera_controller_queue_depth gauge\n"
+                              "tessera_controller_queue_depth %zu\n"
+                              "# HELP tessera_controller_reconciles_total Reconciles by kind "
+                              "and result.\n# TYPE tessera_controller_reconciles_total counter\n",
+                              atomic_load(&c->leading) ? 1 : 0, tsr_workqueue_len(c->queue));
+
+        for (int k = 0; !rc && k < CTL_N_KINDS; k++) {
+                unsigned long all = atomic_load(&c->reconciles[k]);
+                unsigned long bad = atomic_load(&c->failures[k]);
+
+                rc = tsr_buf_addf(out,
+                                  "tessera_controller_reconciles_total{kind=\"%s\",result=\"ok\"} "
+                                  "%lu\ntessera_controller_reconciles_total{kind=\"%s\",result="
+                                  "\"error\"} %lu\n",
+                                  kind_names[k], all - bad, kind_names[k], bad);
+        }
+        if (!rc)
+                rc = tsr_buf_addf(
+                    out,
+                    "# HELP tessera_controller_verdicts_total AdmissionCheck verdicts written, by "
+                    "state; unchanged ones are not written.\n"
+                    "# TYPE tessera_controller_verdicts_total counter\n"
+                    "tessera_controller_verdicts_total{state=\"Ready\"} %lu\n"
+                    "tessera_controller_verdicts_total{state=\"Retry\"} %lu\n"
+                    "tessera_controller_verdicts_total{state=\"unchanged\"} %lu\n"
+                    "# HELP tessera_controller_writes_total Writes to the API server.\n"
+                    "# TYPE tessera_controller_writes_total counter\n"
+                    "tessera_controller_writes_total{verb=\"apply\"} %lu\n"
+                    "tessera_controller_writes_total{verb=\"delete\"} %lu\n"
+                    "tessera_controller_writes_total{verb=\"event\"} %lu\n",
+                    atomic_load(&c->verdicts_ready), atomic_load(&c->verdicts_retry),
+                    atomic_load(&c->verdicts_unchanged), atomic_load(&c->applies),
+                    atomic_load(&c->deletes), atomic_load(&c->events));
+        return rc;
+}
+
+void tsr_controller_stop(struct tsr_controller *c)
+{
+        if (!c)
+                return;
+        atomic_store(&c->leading, false);
+        tsr_workqueue_shutdown(c->queue);
+        if (c->worker_started)
+                pthread_join(c->worker, NULL);
+        tsr_leader_stop(c->leader); /* releases the Lease once nothing more is written */
+        tsr_kube_cache_free(c->cache);
+        tsr_workqueue_free(c->queue);
+        json_decref(c->verdicts);
+        free(c);
+}

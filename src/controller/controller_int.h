@@ -1,0 +1,87 @@
+/*
+ * controller_int.h - what the controller's reconcilers share: the controller itself (its caches,
+ * queue, settings and counters) and the three ways they write (server-side apply, delete, Event).
+ *
+ * Every reconciler runs on the one worker thread, so none of them takes a lock of its own; they
+ * read the caches (copies, kube/cache.h) and write through the client. A reconciler returns 0
+ * when it is done with its key, or an error to have the key retried after its backoff.
+ */
+#ifndef TSR_CONTROLLER_CONTROLLER_INT_H
+#define TSR_CONTROLLER_CONTROLLER_INT_H
+
+#include "codec/kueue_chain.h"
+#include "controller/controller.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct tsr_kube_cache;
+struct tsr_leader;
+struct tsr_workqueue;
+
+/* The field managers of what the controller applies. */
+#define CTL_MANAGER          "tessera-controller"
+#define CTL_MANAGER_FEATURES "tessera-node-features"
+#define CTL_MANAGER_CHECK    TSR_KUEUE_NODE_DEVICES /* upstream owns the verdicts as the check */
+
+/* The reconcilers, for the counters. */
+enum ctl_kind {
+        CTL_KIND_ADMISSIONCHECK,
+        CTL_KIND_NODE,
+        CTL_KIND_CHAIN,
+        CTL_KIND_WORKLOADS,
+        CTL_KIND_WORKLOAD,
+        CTL_N_KINDS,
+};
+
+struct tsr_controller {
+        struct tsr_controller_config cfg;
+        char ns[254], identity[254], lease[254];
+        struct tsr_kube_cache *cache;
+        struct tsr_workqueue *queue;
+        struct tsr_leader *leader;
+        pthread_t worker;
+        bool worker_started;
+        atomic_bool leading;
+        json_t *verdicts; /* "ns/name" -> {uid, at}: Ready verdicts written, the worker's alone */
+        /* counters */
+        atomic_ulong reconciles[CTL_N_KINDS], failures[CTL_N_KINDS];
+        atomic_ulong verdicts_ready, verdicts_retry, verdicts_unchanged;
+        atomic_ulong applies, deletes, events;
+};
+
+/* Server-side apply of obj (borrowed) at path (the object's own path, "/status" for status) as
+ * manager, forcing ownership. *out (may be NULL) receives the object after. 0 or the client's
+ * errors, with diag. */
+int ctl_apply(struct tsr_controller *c, const char *path, json_t *obj, const char *manager,
+              json_t **out, struct tsr_diag *diag);
+
+/* DELETE path; a 404 is success. 0 or the client's errors, with diag. */
+int ctl_delete(struct tsr_controller *c, const char *path, struct tsr_diag *diag);
+
+/* Records a core v1 Event (type "Normal" or "Warning") on obj (borrowed: its apiVersion, kind,
+ * metadata name, namespace and uid). Best effort: a failure is logged, never returned. */
+void ctl_event(struct tsr_controller *c, json_t *obj, const char *type, const char *reason,
+               const char *message);
+
+/* The wall-clock time as metav1.Time writes it ("2026-12-03T18:11:40Z"), len >= 21. */
+void ctl_now_rfc3339(char *out, size_t len);
+
+/* Queues key (logging an out-of-memory). */
+void ctl_enqueue(struct tsr_controller *c, const char *key);
+
+/* The reconcilers. */
+int ctl_admission_check_reconcile(struct tsr_controller *c);
+int ctl_node_features_reconcile(struct tsr_controller *c, const char *node);
+struct ctl_node;
+/* The credits capacity of managed node n (NULL: not managed) on Node object node (borrowed). */
+int ctl_node_credits_reconcile(struct tsr_controller *c, const struct ctl_node *n, json_t *node);
+/* *requeue_ms (0: none) asks for a look again (a draining ClusterQueue). */
+int ctl_chain_reconcile(struct tsr_controller *c, unsigned *requeue_ms);
+void ctl_workloads_scan(struct tsr_controller *c);
+/* Judges ns/name; *requeue_ms (0: none) asks for a look again after that long (a Retry). */
+int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name,
+                           unsigned *requeue_ms);
+
+#endif

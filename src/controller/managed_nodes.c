@@ -1,0 +1,132 @@
+/*
+ * managed_nodes.c - the managed-node view of managed_nodes.h, built from one copy of the cached
+ * Nodes and one of the cached Devices.
+ */
+#include "controller/managed_nodes.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "base/quantity.h"
+#include "codec/devices_object.h"
+#include "controller/controller_int.h"
+#include "kube/cache.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *meta_name(json_t *obj)
+{
+        return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+}
+
+static void label_or(json_t *node, const char *key, const char *dflt, char *out, size_t len)
+{
+        const char *v = json_string_value(
+            json_object_get(json_object_get(json_object_get(node, "metadata"), "labels"), key));
+
+        snprintf(out, len, "%s", v && *v ? v : dflt);
+}
+
+/* The Node's allocatable CPU in milli-cores, 0 when absent or unreadable. */
+static int64_t cpu_milli(json_t *node)
+{
+        const char *s = json_string_value(json_object_get(
+            json_object_get(json_object_get(node, "status"), "allocatable"), "cpu"));
+        struct tsr_quantity q;
+        int64_t m = 0;
+
+        if (!s || tsr_quantity_parse(s, &q, NULL) || tsr_quantity_milli(&q, &m) || m < 0)
+                return 0;
+        return m;
+}
+
+static int by_name(const void *a, const void *b)
+{
+        return strcmp(((const struct ctl_node *)a)->name, ((const struct ctl_node *)b)->name);
+}
+
+/* Fills e from Node node and its Devices devices (both taken). */
+static int fill(struct ctl_node *e, json_t *node, json_t *devices)
+{
+        struct tsr_diag diag;
+        size_t n = 0;
+
+        memset(e, 0, sizeof(*e));
+        e->node = node;
+        e->devices = devices;
+        snprintf(e->name, sizeof(e->name), "%s", meta_name(node));
+        label_or(node, TSR_CHAIN_OS_LABEL, "linux", e->os, sizeof(e->os));
+        label_or(node, TSR_CHAIN_ARCH_LABEL, "amd64", e->arch, sizeof(e->arch));
+        e->chain.name = e->name;
+        e->chain.os = e->os;
+        e->chain.arch = e->arch;
+        e->chain.cpu_milli = cpu_milli(node);
+        e->caps = calloc(CTL_NODE_ACCELS_MAX, sizeof(*e->caps));
+        if (!e->caps)
+                return TSR_ENOMEM;
+        tsr_diag_clear(&diag);
+        if (tsr_devices_object_capabilities(devices, e->caps, CTL_NODE_ACCELS_MAX, &n, &diag)) {
+                snprintf(e->fault, sizeof(e->fault), "%s", diag.msg);
+                n = 0;
+        }
+        e->chain.product = n ? e->caps[0].product : NULL;
+        e->chain.accel_count = (unsigned)n;
+        return 0;
+}
+
+int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_diag *diag)
+{
+        json_t *nodes = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_NODES), *node;
+        size_t i;
+        int rc = 0;
+
+        memset(out, 0, sizeof(*out));
+        if (!nodes)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        out->v = calloc(json_array_size(nodes) + 1, sizeof(*out->v));
+        if (!out->v) {
+                json_decref(nodes);
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        }
+        json_array_foreach(nodes, i, node)
+        {
+                const char *name = meta_name(node);
+                json_t *devices;
+
+                if (!name || strlen(name) >= sizeof(out->v[0].name))
+                        continue;
+                devices = tsr_kube_cache_get(c->cache, TSR_KUBE_CACHE_DEVICES, NULL, name);
+                if (!devices)
+                        continue;
+                rc = fill(&out->v[out->n++], json_incref(node), devices);
+                if (rc)
+                        break;
+        }
+        json_decref(nodes);
+        if (rc) {
+                ctl_nodes_release(out);
+                return tsr_diag_set(diag, rc, "out of memory");
+        }
+        qsort(out->v, out->n, sizeof(*out->v), by_name);
+        return 0;
+}
+
+const struct ctl_node *ctl_nodes_find(const struct ctl_nodes *nodes, const char *name)
+{
+        for (size_t i = 0; i < nodes->n; i++)
+                if (!strcmp(nodes->v[i].name, name))
+                        return &nodes->v[i];
+        return NULL;
+}
+
+void ctl_nodes_release(struct ctl_nodes *nodes)
+{
+        for (size_t i = 0; i < nodes->n; i++) {
+                json_decref(nodes->v[i].node);
+                json_decref(nodes->v[i].devices);
+                free(nodes->v[i].caps);
+        }
+        free(nodes->v);
+        memset(nodes, 0, sizeof(*nodes));
+}

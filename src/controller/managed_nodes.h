@@ -1,0 +1,49 @@
+/*
+ * managed_nodes.h - the controller's view of the nodes it manages, read from its caches: every
+ * Node that has a Devices object of the same name (the device manager runs there), sorted by
+ * name, with what the chain reads of it (core/chain.h: os, arch, allocatable CPU, the product
+ * and its accelerator count) and the capability read back from its Devices
+ * (tsr_devices_object_capabilities). The node feature labels, the Kueue chain and the
+ * AdmissionCheck's snapshot all start from this one view.
+ *
+ * A Node whose Devices object cannot be read (an unknown product, a malformed spec) is managed
+ * but serves no accelerator pool; the fault is kept in its `fault` for the caller to report.
+ * Ownership: ctl_nodes_load fills *out (release with ctl_nodes_release); each entry owns copies
+ * of its Node and Devices objects, and its chain node points into the entry.
+ */
+#ifndef TSR_CONTROLLER_MANAGED_NODES_H
+#define TSR_CONTROLLER_MANAGED_NODES_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "core/capability.h"
+#include "core/chain.h"
+
+struct tsr_controller;
+struct tsr_diag;
+
+#define CTL_NODE_ACCELS_MAX 64
+
+struct ctl_node {
+        struct tsr_chain_node chain; /* its strings point into the fields below */
+        char name[254], os[TSR_CHAIN_VALUE_MAX], arch[TSR_CHAIN_VALUE_MAX];
+        json_t *node, *devices;
+        struct tsr_accel_cap *caps; /* chain.accel_count of them */
+        char fault[512];            /* why the Devices object serves nothing, "" if it does */
+};
+
+struct ctl_nodes {
+        struct ctl_node *v;
+        size_t n;
+};
+
+/* Loads the managed nodes. Returns 0, or TSR_ENOMEM with diag (*out then empty). */
+int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_diag *diag);
+
+/* The managed node named name, or NULL. */
+const struct ctl_node *ctl_nodes_find(const struct ctl_nodes *nodes, const char *name);
+
+void ctl_nodes_release(struct ctl_nodes *nodes);
+
+#endif
