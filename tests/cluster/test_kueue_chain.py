@@ -136,9 +136,10 @@ def check_config(t, cp):
          set(ran["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"]),
          "Kueue runs with `tessera kueue-config`'s Configuration plus only the harness's fields",
          {"ran": ran, "product": product})
-    t.ok(len(product["resources"]["transformations"]) == 30 and
+    t.ok(len(product["resources"]["transformations"]) == 42 and
          product["apiVersion"] == "config.kueue.x-k8s.io/v1beta2",
-         "the Configuration is config.kueue.x-k8s.io/v1beta2 with all 30 transformations",
+         "the Configuration is config.kueue.x-k8s.io/v1beta2 with all 42 transformations "
+         "(the zero-cost counts included)",
          product)
     with open(cp.procs["kueue"].log_path) as f:
         gates = next((line for line in f if "Loaded feature gates" in line), "")
