@@ -36,11 +36,6 @@ struct derived {
         json_t *flavors, *queues, *local_queues /* "ns/name" */, *topologies;
 };
 
-static const char *meta_str(json_t *obj, const char *field)
-{
-        return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
-}
-
 static const char *label(json_t *obj, const char *key)
 {
         return json_string_value(
@@ -86,7 +81,7 @@ static bool contains(json_t *have, json_t *want)
 static int apply_if_changed(struct tsr_controller *c, enum tsr_kube_cache_resource r,
                             const char *collection, json_t *obj)
 {
-        const char *name = meta_str(obj, "name"), *ns = meta_str(obj, "namespace");
+        const char *name = ctl_meta_str(obj, "name"), *ns = ctl_meta_str(obj, "namespace");
         json_t *cached = tsr_kube_cache_get(c->cache, r, ns, name);
         char path[512];
         struct tsr_diag diag;
@@ -123,35 +118,14 @@ static int apply_if_changed(struct tsr_controller *c, enum tsr_kube_cache_resour
 static bool queue_namespace(const struct tsr_controller *c, json_t *obj)
 {
         static const char *const system[] = {"kube-system", "kube-public", "kube-node-lease"};
-        const char *name = meta_str(obj, "name");
+        const char *name = ctl_meta_str(obj, "name");
 
-        if (!name || !strcmp(name, c->ns) || meta_str(obj, "deletionTimestamp"))
+        if (!name || !strcmp(name, c->ns) || ctl_meta_str(obj, "deletionTimestamp"))
                 return false;
         for (size_t i = 0; i < sizeof(system) / sizeof(system[0]); i++)
                 if (!strcmp(name, system[i]))
                         return false;
         return true;
-}
-
-/* Whether the gpustack-node-devices AdmissionCheck is Active in the cache. */
-static bool check_active(struct tsr_controller *c)
-{
-        json_t *ac = tsr_kube_cache_get(c->cache, TSR_KUBE_CACHE_ADMISSIONCHECKS, NULL,
-                                        TSR_KUEUE_NODE_DEVICES);
-        json_t *conds = json_object_get(json_object_get(ac, "status"), "conditions"), *cond;
-        bool active = false;
-        size_t i;
-
-        json_array_foreach(conds, i, cond)
-        {
-                const char *type = json_string_value(json_object_get(cond, "type"));
-                const char *st = json_string_value(json_object_get(cond, "status"));
-
-                if (type && st && !strcmp(type, "Active"))
-                        active = !strcmp(st, "True");
-        }
-        json_decref(ac);
-        return active;
 }
 
 /* Applies one pool: its flavors, its ClusterQueue, its LocalQueues in namespaces. */
@@ -188,10 +162,10 @@ static int apply_pool(struct tsr_controller *c, const struct tsr_chain_node *nod
 
                 if (rc || !queue_namespace(c, ns))
                         continue;
-                rc = tsr_kueue_local_queue(p, meta_str(ns, "name"), &obj, &diag);
+                rc = tsr_kueue_local_queue(p, ctl_meta_str(ns, "name"), &obj, &diag);
                 if (rc)
                         break;
-                snprintf(key, sizeof(key), "%s/%s", meta_str(ns, "name"), p->entrance);
+                snprintf(key, sizeof(key), "%s/%s", ctl_meta_str(ns, "name"), p->entrance);
                 json_object_set_new(d->local_queues, key, json_true());
                 first |= apply_if_changed(c, TSR_KUBE_CACHE_LOCALQUEUES, "localqueues", obj);
         }
@@ -203,7 +177,7 @@ static int apply_pool(struct tsr_controller *c, const struct tsr_chain_node *nod
 /* Drains and then deletes a ClusterQueue no pool derives. Sets *pending while it reserves. */
 static int retire_queue(struct tsr_controller *c, json_t *cq, bool *pending)
 {
-        const char *name = meta_str(cq, "name");
+        const char *name = ctl_meta_str(cq, "name");
         const char *stop =
             json_string_value(json_object_get(json_object_get(cq, "spec"), "stopPolicy"));
         json_int_t reserving = json_integer_value(
@@ -255,7 +229,7 @@ static int retire(struct tsr_controller *c, const struct derived *d, bool *pendi
                 const char *type = label(obj, TSR_KUEUE_TYPE_LABEL);
 
                 if (type && !strcmp(type, TSR_KUEUE_TYPE_INSTANCETYPES) &&
-                    !json_object_get(d->queues, meta_str(obj, "name")))
+                    !json_object_get(d->queues, ctl_meta_str(obj, "name")))
                         rc |= retire_queue(c, obj, pending);
         }
         json_decref(list);
@@ -266,12 +240,12 @@ static int retire(struct tsr_controller *c, const struct derived *d, bool *pendi
 
                 if (!json_object_get(ann, TSR_KUEUE_QUEUE_ANNOTATION))
                         continue;
-                snprintf(key, sizeof(key), "%s/%s", meta_str(obj, "namespace"),
-                         meta_str(obj, "name"));
+                snprintf(key, sizeof(key), "%s/%s", ctl_meta_str(obj, "namespace"),
+                         ctl_meta_str(obj, "name"));
                 if (json_object_get(d->local_queues, key))
                         continue;
                 snprintf(path, sizeof(path), KUEUE_API "/namespaces/%s/localqueues/%s",
-                         meta_str(obj, "namespace"), meta_str(obj, "name"));
+                         ctl_meta_str(obj, "namespace"), ctl_meta_str(obj, "name"));
                 tsr_diag_clear(&diag);
                 rc |= ctl_delete(c, path, &diag);
         }
@@ -282,10 +256,10 @@ static int retire(struct tsr_controller *c, const struct derived *d, bool *pendi
                 const char *type = label(obj, TSR_KUEUE_TYPE_LABEL);
 
                 if (!type || strcmp(type, TSR_KUEUE_TYPE_NODES) ||
-                    json_object_get(d->flavors, meta_str(obj, "name")))
+                    json_object_get(d->flavors, ctl_meta_str(obj, "name")))
                         continue;
                 snprintf(path, sizeof(path), KUEUE_API "/resourceflavors/%s",
-                         meta_str(obj, "name"));
+                         ctl_meta_str(obj, "name"));
                 tsr_diag_clear(&diag);
                 rc |= ctl_delete(c, path, &diag);
         }
@@ -293,7 +267,7 @@ static int retire(struct tsr_controller *c, const struct derived *d, bool *pendi
         list = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_TOPOLOGIES);
         json_array_foreach(list, i, obj)
         {
-                const char *name = meta_str(obj, "name");
+                const char *name = ctl_meta_str(obj, "name");
 
                 if (!name || strncmp(name, TOPOLOGY_NAME_PREFIX, strlen(TOPOLOGY_NAME_PREFIX)) ||
                     json_object_get(d->topologies, name))
@@ -334,10 +308,10 @@ int ctl_chain_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
                 goto out;
         }
         if (np && !tsr_kueue_topology(&topo, &diag)) {
-                json_object_set_new(d.topologies, meta_str(topo, "name"), json_true());
+                json_object_set_new(d.topologies, ctl_meta_str(topo, "name"), json_true());
                 failed |= apply_if_changed(c, TSR_KUBE_CACHE_TOPOLOGIES, "topologies", topo);
         }
-        active = check_active(c);
+        active = ctl_admission_check_active(c, NULL);
         for (size_t p = 0; p < np; p++)
                 failed |= apply_pool(c, chain, nodes.n, &pools[p], namespaces, active, &d);
         /* Retire only after a clean pass: a half-applied pass must not delete what it missed. */

@@ -57,8 +57,7 @@ static void enqueue_nodes(struct tsr_controller *c)
 
         json_array_foreach(nodes, i, n)
         {
-                const char *name =
-                    json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
+                const char *name = ctl_meta_str(n, "name");
 
                 if (name && snprintf(key, sizeof(key), "node/%s", name) < (int)sizeof(key))
                         ctl_enqueue(c, key);
@@ -192,6 +191,11 @@ int ctl_delete(struct tsr_controller *c, const char *path, struct tsr_diag *diag
         if (!rc)
                 atomic_fetch_add(&c->deletes, 1);
         return rc;
+}
+
+const char *ctl_meta_str(json_t *obj, const char *field)
+{
+        return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
 }
 
 void ctl_now_rfc3339(char *out, size_t len)

@@ -65,6 +65,13 @@ int ctl_delete(struct tsr_controller *c, const char *path, struct tsr_diag *diag
 void ctl_event(struct tsr_controller *c, json_t *obj, const char *type, const char *reason,
                const char *message);
 
+/* obj's metadata.<field> string, or NULL. */
+const char *ctl_meta_str(json_t *obj, const char *field);
+
+/* Whether the cached gpustack-node-devices AdmissionCheck's condition Active is True; *cached (may
+ * be NULL) receives the cached object, or NULL (json_decref it). */
+bool ctl_admission_check_active(struct tsr_controller *c, json_t **cached);
+
 /* The wall-clock time as metav1.Time writes it ("2026-12-03T18:11:40Z"), len >= 21. */
 void ctl_now_rfc3339(char *out, size_t len);
 

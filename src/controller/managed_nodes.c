@@ -15,11 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *meta_name(json_t *obj)
-{
-        return json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
-}
-
 static void label_or(json_t *node, const char *key, const char *dflt, char *out, size_t len)
 {
         const char *v = json_string_value(
@@ -55,7 +50,7 @@ static int fill(struct ctl_node *e, json_t *node, json_t *devices)
         memset(e, 0, sizeof(*e));
         e->node = node;
         e->devices = devices;
-        snprintf(e->name, sizeof(e->name), "%s", meta_name(node));
+        snprintf(e->name, sizeof(e->name), "%s", ctl_meta_str(node, "name"));
         label_or(node, TSR_CHAIN_OS_LABEL, "linux", e->os, sizeof(e->os));
         label_or(node, TSR_CHAIN_ARCH_LABEL, "amd64", e->arch, sizeof(e->arch));
         e->chain.name = e->name;
@@ -91,7 +86,7 @@ int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_d
         }
         json_array_foreach(nodes, i, node)
         {
-                const char *name = meta_name(node);
+                const char *name = ctl_meta_str(node, "name");
                 json_t *devices;
 
                 if (!name || strlen(name) >= sizeof(out->v[0].name))

@@ -47,24 +47,27 @@
 
 #define AC_PATH KUEUE_API "/admissionchecks/" TSR_KUEUE_NODE_DEVICES
 
-/* Whether the cached AdmissionCheck's condition Active is True. */
-static bool cached_active(struct tsr_controller *c, json_t **cached)
+bool ctl_admission_check_active(struct tsr_controller *c, json_t **cached)
 {
-        json_t *conds, *cond;
+        json_t *ac = tsr_kube_cache_get(c->cache, TSR_KUBE_CACHE_ADMISSIONCHECKS, NULL,
+                                        TSR_KUEUE_NODE_DEVICES);
+        json_t *conds = json_object_get(json_object_get(ac, "status"), "conditions"), *cond;
+        bool active = false;
         size_t i;
 
-        *cached = tsr_kube_cache_get(c->cache, TSR_KUBE_CACHE_ADMISSIONCHECKS, NULL,
-                                     TSR_KUEUE_NODE_DEVICES);
-        conds = json_object_get(json_object_get(*cached, "status"), "conditions");
         json_array_foreach(conds, i, cond)
         {
                 const char *type = json_string_value(json_object_get(cond, "type"));
                 const char *st = json_string_value(json_object_get(cond, "status"));
 
-                if (type && st && !strcmp(type, "Active") && !strcmp(st, "True"))
-                        return true;
+                if (type && st && !strcmp(type, "Active"))
+                        active = !strcmp(st, "True");
         }
-        return false;
+        if (cached)
+                *cached = ac;
+        else
+                json_decref(ac);
+        return active;
 }
 
 static bool controller_name_is_ours(json_t *ac)
@@ -83,7 +86,7 @@ int ctl_admission_check_reconcile(struct tsr_controller *c)
         int rc;
 
         tsr_diag_clear(&diag);
-        if (cached_active(c, &cached) && controller_name_is_ours(cached)) {
+        if (ctl_admission_check_active(c, &cached) && controller_name_is_ours(cached)) {
                 json_decref(cached);
                 return 0;
         }
@@ -124,11 +127,6 @@ int ctl_admission_check_reconcile(struct tsr_controller *c)
 
 /* ---- the verdicts ---------------------------------------------------------------------- */
 
-static const char *meta_str(json_t *obj, const char *field)
-{
-        return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
-}
-
 /* How long a written Ready is remembered at most when the cache never shows it (a relist that
  * skipped the change): past it, the Workload is judged again from what the cache holds. */
 #define VERDICT_MEMORY_MS 30000
@@ -160,8 +158,8 @@ static bool remembered_ready(struct tsr_controller *c, const struct tsr_snapshot
         uid = json_string_value(json_object_get(m, "uid"));
         if (!m)
                 return false;
-        if (!uid || !meta_str(obj, "uid") || strcmp(uid, meta_str(obj, "uid")) || !w->reserved ||
-            (w->has_check && w->check == TSR_CHECK_READY) ||
+        if (!uid || !ctl_meta_str(obj, "uid") || strcmp(uid, ctl_meta_str(obj, "uid")) ||
+            !w->reserved || (w->has_check && w->check == TSR_CHECK_READY) ||
             mono_ms() - json_integer_value(json_object_get(m, "at")) > VERDICT_MEMORY_MS) {
                 json_object_del(c->verdicts, key); /* gone, replaced, released, or shown */
                 return false;
@@ -398,8 +396,8 @@ static int write_verdict(struct tsr_controller *c, json_t *obj,
                                     json_integer(c->cfg.requeue_after_s));
         body = json_pack("{s:s, s:s, s:{s:s, s:s, s:s?, s:s?}, s:{s:[o]}}", "apiVersion",
                          TSR_KUEUE_API_VERSION, "kind", "Workload", "metadata", "name", w->name,
-                         "namespace", w->ns, "uid", meta_str(obj, "uid"), "resourceVersion",
-                         meta_str(obj, "resourceVersion"), "status", "admissionChecks", entry);
+                         "namespace", w->ns, "uid", ctl_meta_str(obj, "uid"), "resourceVersion",
+                         ctl_meta_str(obj, "resourceVersion"), "status", "admissionChecks", entry);
         snprintf(path, sizeof(path), KUEUE_API "/namespaces/%s/workloads/%s/status", w->ns,
                  w->name);
         rc = body ? ctl_apply(c, path, body, CTL_MANAGER_CHECK, NULL, diag)
@@ -465,11 +463,11 @@ int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char 
         atomic_fetch_add(v.state == TSR_CHECK_READY ? &c->verdicts_ready : &c->verdicts_retry, 1);
         if (v.state == TSR_CHECK_READY)
                 json_object_set_new(c->verdicts, key,
-                                    json_pack("{s:s?, s:I}", "uid", meta_str(obj, "uid"), "at",
+                                    json_pack("{s:s?, s:I}", "uid", ctl_meta_str(obj, "uid"), "at",
                                               (json_int_t)mono_ms()));
         else
                 json_object_del(c->verdicts, key);
-        tsr_log(TSR_LOG_INFO, "verdict", "workload", key, "uid", meta_str(obj, "uid"), "state",
+        tsr_log(TSR_LOG_INFO, "verdict", "workload", key, "uid", ctl_meta_str(obj, "uid"), "state",
                 tsr_check_state_name(v.state), "message", v.message, NULL);
         ctl_event(c, obj, v.state == TSR_CHECK_READY ? "Normal" : "Warning",
                   v.state == TSR_CHECK_READY ? "NodeDevicesReady" : "NodeDevicesRetry", v.message);
