@@ -146,9 +146,11 @@ static void *worker_main(void *arg)
                 unsigned requeue_ms = 0;
                 int rc;
 
-                if (!atomic_load(&c->leading) || !tsr_kube_cache_synced(c->cache)) {
-                        /* a standby writes nothing; an unsynced cache would write wrongly. Keys
-                         * come back when this replica leads (on_started) or the cache lists. */
+                if (!atomic_load(&c->leading) || !tsr_kube_cache_current(c->cache)) {
+                        /* a standby writes nothing; a cache not listed yet, or known to miss
+                         * changes (stale: relisting after a 410, 401 or 403), would write
+                         * wrongly. Keys come back when this replica leads (on_started) or the
+                         * cache is current. */
                         if (atomic_load(&c->leading))
                                 tsr_workqueue_add_after(c->queue, key, 500);
                         tsr_workqueue_done(c->queue, key);
@@ -315,9 +317,10 @@ bool tsr_controller_ready(struct tsr_controller *c, char *why, size_t why_len)
                 if (!(CTL_RESOURCES & TSR_KUBE_CACHE_BIT(r)))
                         continue;
                 tsr_kube_cache_stats(c->cache, (enum tsr_kube_cache_resource)r, &st);
-                if (!st.synced) {
-                        snprintf(why, why_len, "the %s cache has not listed yet%s%s",
+                if (!st.synced || st.stale) {
+                        snprintf(why, why_len, "the %s cache %s%s%s",
                                  tsr_kube_cache_resource_name((enum tsr_kube_cache_resource)r),
+                                 st.synced ? "is listing again" : "has not listed yet",
                                  st.last_error[0] ? ": " : "", st.last_error);
                         return false;
                 }

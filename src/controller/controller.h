@@ -14,8 +14,8 @@
  *   "workloads"               a scan that queues every Workload waiting for this check;
  *   "workload/<ns>/<name>"    the check's verdict on one Workload (node_devices_check.c).
  * A reconciler that fails is retried after its key's backoff; a Retry verdict is looked at again
- * after requeueAfterSeconds. Until the caches have listed everything, nothing is written and
- * readiness says why.
+ * after requeueAfterSeconds. Until the caches have listed everything, and while one lists again
+ * after a 410, 401 or 403 (tsr_kube_cache_current), nothing is written and readiness says why.
  *
  * Ownership: the config is copied; the client is borrowed and must outlive the controller.
  * Thread-safety: tsr_controller_ready and tsr_controller_metrics may be called from any thread.
@@ -50,7 +50,8 @@ struct tsr_controller_config {
 int tsr_controller_start(const struct tsr_controller_config *cfg, struct tsr_controller **out,
                          struct tsr_diag *diag);
 
-/* Ready once every cache has listed; else false with why (why_len bytes) filled. */
+/* Ready once every cache has listed and none is listing again after a 410, 401 or 403
+ * (tsr_kube_cache_current); else false with why (why_len bytes) filled. */
 bool tsr_controller_ready(struct tsr_controller *c, char *why, size_t why_len);
 
 /* Appends the Prometheus text exposition of the controller's counters to out. 0 or an error. */

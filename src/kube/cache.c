@@ -4,7 +4,10 @@
  * resourceVersion; every event replaces or removes one map entry and moves the resume point, as
  * does every BOOKMARK. A 410 (an HTTP 410, or an ERROR event with code 410) sends the watcher back
  * to list; any other failure retries the watch from the resume point after a capped exponential
- * backoff with jitter. A watch the server ends cleanly is resumed at once.
+ * backoff with jitter. A watch the server ends cleanly is resumed at once. A 401 or 403 also sends
+ * the watcher back to list (after the backoff), and a 410, 401 or 403 marks the resource stale
+ * (c->stale, st.stale) until that list completes: the map is kept and still served, but it is
+ * known to miss changes (tsr_kube_cache_current).
  *
  * Locking: c->lock (a rwlock) guards every watcher's map and counters; readers hold it shared
  * to find an object and copy it. Writers never modify a stored object: an event's object replaces
@@ -123,6 +126,7 @@ struct tsr_kube_cache {
         atomic_bool stop;
         unsigned watched; /* the mask: bit per resource with a watcher; set before any starts */
         unsigned synced;  /* bit per resource; guarded by mu */
+        unsigned stale;   /* bit per resource sent back to list by a 410, 401, 403; guarded by mu */
         struct watcher w[TSR_KUBE_CACHE_N_RESOURCES];
 };
 
@@ -227,6 +231,28 @@ static void notify(struct watcher *w)
                 w->c->opts.on_change(w->c->opts.ctx, w->r);
 }
 
+/* Marks w's resource stale (or current again) for tsr_kube_cache_current and its stats. */
+static void set_stale(struct watcher *w, bool stale)
+{
+        struct tsr_kube_cache *c = w->c;
+
+        pthread_rwlock_wrlock(&c->lock);
+        w->st.stale = stale;
+        pthread_rwlock_unlock(&c->lock);
+        pthread_mutex_lock(&c->mu);
+        if (stale)
+                c->stale |= 1u << w->r;
+        else
+                c->stale &= ~(1u << w->r);
+        pthread_mutex_unlock(&c->mu);
+}
+
+/* Whether an answer refused the watcher's credentials (it has seen nothing since). */
+static bool refused(const struct tsr_kube_result *res)
+{
+        return res->http == 401 || res->http == 403;
+}
+
 static void note_error(struct watcher *w, const struct tsr_diag *diag)
 {
         pthread_rwlock_wrlock(&w->c->lock);
@@ -284,12 +310,14 @@ static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *re
         if (after_gone)
                 w->st.relists_gone++;
         w->st.synced = true;
+        w->st.stale = false;
         w->st.objects = json_object_size(map);
         pthread_rwlock_unlock(&c->lock);
         json_decref(list);
 
         pthread_mutex_lock(&c->mu);
         c->synced |= 1u << w->r;
+        c->stale &= ~(1u << w->r);
         pthread_cond_broadcast(&c->cond);
         pthread_mutex_unlock(&c->mu);
         /* Only this thread writes the map, so comparing it without the lock is safe. */
@@ -408,6 +436,8 @@ static void *watcher_main(void *arg)
                         if (rc) {
                                 if (rc == TSR_ENOTFOUND && !w->st.lists)
                                         mark_not_served(w);
+                                else if (refused(&res) && w->st.lists)
+                                        set_stale(w, true);
                                 note_error(w, &diag);
                                 backoff(w, ++failures, res.retry_after_s);
                                 continue;
@@ -431,12 +461,18 @@ static void *watcher_main(void *arg)
                 if (res.events)
                         failures = 0;
                 if (rc == STOP_GONE || res.http == 410) {
+                        set_stale(w, true);
                         need_list = gone = true;
                         continue;
                 }
                 /* The collection went away (its CRD deleted): list again, backing off. */
                 if (res.http == 404)
                         need_list = true;
+                /* Credentials refused: what happened meanwhile is seen by listing again. */
+                if (refused(&res)) {
+                        set_stale(w, true);
+                        need_list = true;
+                }
                 if (rc == 0 && (res.events || now_ms() - t0 >= SHORT_WATCH_MS))
                         continue;
                 if (rc == STOP_ERROR)
@@ -631,6 +667,17 @@ bool tsr_kube_cache_synced(struct tsr_kube_cache *c)
 
         pthread_mutex_lock(&c->mu);
         all = (c->synced & need) == need;
+        pthread_mutex_unlock(&c->mu);
+        return all;
+}
+
+bool tsr_kube_cache_current(struct tsr_kube_cache *c)
+{
+        const unsigned need = required_mask(c);
+        bool all;
+
+        pthread_mutex_lock(&c->mu);
+        all = (c->synced & need) == need && !(c->stale & need);
         pthread_mutex_unlock(&c->mu);
         return all;
 }

@@ -20,7 +20,11 @@
  * or failed watch retries with capped exponential backoff; the token file is re-read on each
  * connection. A resource the API server does not serve (a 404 on its first list: its CRD is not
  * installed) counts as synced and empty, and is listed again after a backoff; a 404 on a watch
- * sends the watcher back to list, and a 404 on a later list keeps what it held. Readers take a
+ * sends the watcher back to list, and a 404 on a later list keeps what it held. A watcher sent
+ * back to list by a 410 (its history is gone: what it missed is unknown) or by a 401 or 403 (its
+ * credentials were refused: it has seen nothing since) is stale until that list completes: it
+ * keeps serving what it held (tsr_kube_cache_synced stays true), but tsr_kube_cache_current is
+ * false, for a caller that must not act on a view known to be incomplete. Readers take a
  * shared lock; a reader receives its own reference to an object, valid after the cache moves on
  * (objects are never modified in place, only replaced). An optional change callback
  * (opts.on_change) runs on the resource's watcher thread, outside every lock of the cache, after
@@ -59,6 +63,12 @@ void tsr_kube_cache_free(struct tsr_kube_cache *c);
  * values.
  */
 bool tsr_kube_cache_synced(struct tsr_kube_cache *c);
+
+/*
+ * True when tsr_kube_cache_synced is and no watched required resource is stale (sent back to
+ * list by a 410, 401 or 403 and not listed since): what the controller writes from.
+ */
+bool tsr_kube_cache_current(struct tsr_kube_cache *c);
 
 /* The InstanceType named name, or NULL. */
 json_t *tsr_kube_cache_instancetype(struct tsr_kube_cache *c, const char *name);
@@ -192,6 +202,7 @@ struct tsr_kube_cache_stats {
         unsigned long bookmarks;      /* BOOKMARK events */
         size_t objects;               /* objects held now */
         bool synced;                  /* the first list completed */
+        bool stale;                   /* a 410, 401 or 403 since the last list (it lists again) */
         bool optional;                /* not needed for tsr_kube_cache_synced (the Settings) */
         char resource_version[64];    /* the resume point: the last list, event or bookmark's */
         char last_error[512];         /* the last failure's message, "" if none yet */

@@ -31,12 +31,15 @@
  *                      event with a 410 Status: every watcher re-lists and the cache converges
  *   compaction (http)  the same with the fake answering the watch with HTTP 410
  *   expire mid-stream  an ERROR 410 on live watches re-lists too
+ *   stale              while that re-list fails (500s), the cache stays synced and serves what
+ *                      it held, but is stale (not current) until the re-list completes
  *   dropped watch      cut connections reconnect from the last resourceVersion without a list
  *   failures           injected 500s on re-watch are retried with backoff until they pass
  *   404 later          injected 404s after the first list keep what the cache holds
  *   token rotation     the fake stops accepting the old token and the watches are cut: the 401s
- *                      are retried, and once the token file holds the new token the cache
- *                      recovers and sees changes made meanwhile
+ *                      are retried (the cache stale, not current, until it lists again), and
+ *                      once the token file holds the new token the cache recovers and sees
+ *                      changes made meanwhile
  *   shutdown           tsr_kube_cache_free returns promptly with watches held by the server
  *                      (paused) and while retrying against a dead server
  *
@@ -830,6 +833,28 @@ static void test_expire_mid_stream(void **state)
         EVENTUALLY(has_it(&FW, "iota"), "the cache follows after the re-list");
 }
 
+/*
+ * A relist after a 410 that fails keeps the cache synced and serving what it held, but the
+ * resource is stale and the cache not current until that relist completes.
+ */
+static void test_stale_until_relisted(void **state)
+{
+        (void)state;
+        json_decref(fake_control(&F, "fail",
+                                 "{\"status\":500,\"count\":-1,\"method\":\"GET\","
+                                 "\"watch\":false,\"match\":\"instancetypes\"}"));
+        json_decref(fake_control(&F, "expire", "{\"match\":\"instancetypes\"}"));
+        EVENTUALLY(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).stale, "a 410 makes it stale");
+        sleep_ms(300);
+        assert_true(tsr_kube_cache_synced(FW.cache));
+        assert_false(tsr_kube_cache_current(FW.cache));
+        assert_true(has_it(&FW, "iota"));
+        assert_non_null(strstr(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).last_error, "500"));
+        json_decref(fake_control(&F, "unfail", NULL));
+        EVENTUALLY(tsr_kube_cache_current(FW.cache), "current once the relist completes");
+        assert_false(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).stale);
+}
+
 static void test_dropped_watch(void **state)
 {
         struct tsr_kube_cache_stats s0 = stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES);
@@ -900,9 +925,12 @@ static void test_token_rotation(void **state)
         sleep_ms(100);
         assert_false(has_it(&FW, "lambda"));
         assert_non_null(strstr(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).last_error, "401"));
+        assert_true(tsr_kube_cache_synced(FW.cache)); /* it serves what it held */
+        EVENTUALLY(!tsr_kube_cache_current(FW.cache), "refused credentials make it stale");
 
         fake_write_file(FW.dir, "token", "t2\n");
         EVENTUALLY(has_it(&FW, "lambda"), "the cache recovers with the rotated token");
+        EVENTUALLY(tsr_kube_cache_current(FW.cache), "current again once it has listed");
         EVENTUALLY(fake_stat(&F, "active_watches") == WEBHOOK_WATCHERS,
                    "every watcher watches again");
         assert_true(stats(&FW, TSR_KUBE_CACHE_INSTANCETYPES).watch_failures > s0.watch_failures);
@@ -953,6 +981,7 @@ int main(void)
             cmocka_unit_test(test_compaction_event),
             cmocka_unit_test(test_compaction_http),
             cmocka_unit_test(test_expire_mid_stream),
+            cmocka_unit_test(test_stale_until_relisted),
             cmocka_unit_test(test_dropped_watch),
             cmocka_unit_test(test_failures_backoff),
             cmocka_unit_test(test_not_found_later_keeps_objects),

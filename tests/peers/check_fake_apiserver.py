@@ -41,6 +41,17 @@ and, through CoreV1Api and CustomObjectsApi, what the node agent (the device man
                    keeps only status; list_node fieldSelector
   devices          CustomObjectsApi Devices: status dropped on create, status subresource
                    get/patch/replace, main patch ignores status, strategic merge is 415
+and what `tessera controller` uses besides:
+  discovery        kueue.x-k8s.io/v1beta2 lists workloads and admissionchecks with their
+                   status, resourceflavors and topologies without; coordination.k8s.io Leases
+  namespaces       create sets phase Active; Events are created with generateName
+  leases           CoordinationV1Api create, replace with a stale resourceVersion is 409
+  workloads        status dropped on create; server-side apply of status.admissionChecks on
+                   workloads/status as a field manager merges by name beside another
+                   writer's entry; a field the manager applied before and leaves out is
+                   removed, the other's stay; a stale resourceVersion or another uid in the
+                   apply body is 409; apply on the status of a missing Workload is 404; a
+                   ResourceFlavor has no status subresource (404)
 Skips (TAP "1..0 # SKIP") when the kubernetes module or openssl is missing.
 """
 
@@ -153,6 +164,7 @@ def main():
     try:
         run(fake)
         run_core(fake)
+        run_controller_kinds(fake)
     finally:
         fake.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -391,10 +403,12 @@ def run_core(fake):
     # discovery
     rl = core.get_api_resources()
     ok(rl.group_version == "v1" and sorted(r.name for r in rl.resources) ==
-       ["nodes", "nodes/status", "pods", "pods/status"] and
+       ["events", "namespaces", "namespaces/status", "nodes", "nodes/status", "pods",
+        "pods/status"] and
        [r.namespaced for r in rl.resources if r.name == "pods"] == [True] and
        [r.kind for r in rl.resources if r.name == "nodes"] == ["Node"],
-       "GET /api/v1 is an APIResourceList of pods, pods/status, nodes, nodes/status")
+       "GET /api/v1 is an APIResourceList of events, namespaces(/status), nodes(/status), "
+       "pods(/status)")
     wg = raw_call(ac, "GET", "/apis/worker.gpustack.ai/v1alpha1")
     wnames = [r["name"] for r in wg["resources"]]
     ok(wg["kind"] == "APIResourceList" and "devices" in wnames and "devices/status" in wnames and
@@ -614,6 +628,103 @@ def run_core(fake):
                                         "devices/n1/status", {"status": {}}, SMP), 415)
     ok(smp[0] and smp[1].get("reason") == "UnsupportedMediaType",
        "a strategic merge patch on Devices is 415 UnsupportedMediaType")
+
+
+def apply_call(api_client, path, body, manager):
+    """Server-side apply (application/apply-patch+yaml, JSON is YAML) as manager, forced. The
+    body goes as text: the client encodes only JSON content types itself."""
+    return api_client.call_api(path, "PATCH", header_params={
+        "Accept": "application/json", "Content-Type": "application/apply-patch+yaml"},
+        query_params=[("fieldManager", manager), ("force", "true")], body=json.dumps(body),
+        response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True)
+
+
+def run_controller_kinds(fake):
+    c = client.Configuration()
+    config.load_kube_config(config_file=write_kubeconfig(fake, "t1"), client_configuration=c)
+    ac = client.ApiClient(c)
+    core = client.CoreV1Api(ac)
+    cust = client.CustomObjectsApi(ac)
+    coord = client.CoordinationV1Api(ac)
+    kq = "/apis/kueue.x-k8s.io/v1beta2"
+
+    rl = raw_call(ac, "GET", kq)
+    got = sorted(r["name"] for r in rl["resources"])
+    ok({"workloads", "workloads/status", "admissionchecks", "admissionchecks/status",
+        "resourceflavors", "topologies"} <= set(got) and "resourceflavors/status" not in got and
+       "topologies/status" not in got and
+       [r["namespaced"] for r in rl["resources"] if r["name"] == "workloads"] == [True],
+       "discovery: Kueue's workloads and admissionchecks with status, flavors and topologies "
+       "without")
+    ok([r.name for r in coord.get_api_resources().resources] == ["leases"],
+       "discovery: coordination.k8s.io/v1 serves leases")
+
+    ns = core.create_namespace({"metadata": {"name": "team-c"}})
+    ok(ns.status.phase == "Active" and ns.spec.finalizers == ["kubernetes"] and
+       "team-c" in names(core.list_namespace().items),
+       "create_namespace: phase Active, the kubernetes finalizer; listed")
+    ev = core.create_namespaced_event("team-c", {
+        "metadata": {"generateName": "tessera-"}, "involvedObject": {"kind": "Workload",
+                                                                     "name": "w"},
+        "reason": "NodeDevicesReady", "message": "m", "type": "Normal"})
+    ok(ev.metadata.name.startswith("tessera-") and ev.metadata.name != "tessera-" and
+       ev.reason == "NodeDevicesReady", "create_namespaced_event with generateName")
+
+    lease = coord.create_namespaced_lease("team-c", {
+        "metadata": {"name": "l"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}})
+    lease.spec.holder_identity = "b"
+    l2 = coord.replace_namespaced_lease("l", "team-c", lease)
+    lease.spec.holder_identity = "c"
+    stale = expect_error(lambda: coord.replace_namespaced_lease("l", "team-c", lease), 409)
+    ok(l2.spec.holder_identity == "b" and stale[0],
+       "Leases: create, replace, and a replace with a stale resourceVersion is 409")
+
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+          "metadata": {"name": "w", "namespace": "team-c"},
+          "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1,
+                                                 "template": {"spec": {"containers": []}}}]},
+          "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}]}}
+    w0 = cust.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "team-c",
+                                              "workloads", wl)
+    ok("status" not in w0, "create Workload: the status sent is dropped (status subresource)")
+    path = kq + "/namespaces/team-c/workloads/w/status"
+    w1 = raw_call(ac, "PATCH", path, {"status": {"admissionChecks": [
+        {"name": "other-check", "state": "Pending", "message": ""},
+        {"name": "gpustack-node-devices", "state": "Pending", "message": ""}]}},
+        "application/merge-patch+json")
+    retry = {"name": "gpustack-node-devices", "state": "Retry", "message": "short",
+             "requeueAfterSeconds": 30}
+    w2 = apply_call(ac, path, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                               "metadata": {"name": "w", "namespace": "team-c",
+                                            "uid": w1["metadata"]["uid"],
+                                            "resourceVersion": w1["metadata"]["resourceVersion"]},
+                               "status": {"admissionChecks": [retry]}}, "gpustack-node-devices")
+    checks = {e["name"]: e for e in w2["status"]["admissionChecks"]}
+    ok(checks["gpustack-node-devices"] == retry and checks["other-check"]["state"] == "Pending"
+       and w2["spec"] == w0["spec"],
+       "apply on workloads/status merges the entry by name beside another writer's")
+    ready = {"name": "gpustack-node-devices", "state": "Ready", "message": "fits"}
+    w3 = apply_call(ac, path, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                               "metadata": {"name": "w", "namespace": "team-c"},
+                               "status": {"admissionChecks": [ready]}}, "gpustack-node-devices")
+    checks = {e["name"]: e for e in w3["status"]["admissionChecks"]}
+    ok(checks["gpustack-node-devices"] == ready and "other-check" in checks,
+       "a field the manager applied before and leaves out (requeueAfterSeconds) is removed")
+    body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "team-c",
+                         "resourceVersion": w2["metadata"]["resourceVersion"]},
+            "status": {"admissionChecks": [retry]}}
+    stale = expect_error(lambda: apply_call(ac, path, body, "gpustack-node-devices"), 409)
+    body["metadata"] = {"name": "w", "namespace": "team-c", "uid": "0000"}
+    other = expect_error(lambda: apply_call(ac, path, body, "gpustack-node-devices"), 409)
+    ok(stale[0] and other[0] and "UID in precondition" in other[1].get("message", ""),
+       "an apply with a stale resourceVersion or another uid is 409 Conflict")
+    body["metadata"] = {"name": "gone", "namespace": "team-c"}
+    missing = expect_error(lambda: apply_call(
+        ac, kq + "/namespaces/team-c/workloads/gone/status", body, "gpustack-node-devices"), 404)
+    rf = expect_error(lambda: raw_call(ac, "GET", kq + "/resourceflavors/x/status"), 404)
+    ok(missing[0] and rf[0], "apply on a missing Workload's status is 404; a ResourceFlavor has "
+       "no status subresource")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ for the faults a real server does not make on demand. Exactly these cases, and w
       drop, compact): an ERROR 410 event to every watcher
   test_kube_cache.c test_compaction_http: the same, answered with HTTP 410
   test_kube_cache.c test_expire_mid_stream: an ERROR 410 sent to live watches (expire)
+  test_kube_cache.c test_stale_until_relisted: the re-list after an ERROR 410 answered 500
+      (expire and fail, each with a match)
   test_kube_cache.c test_dropped_watch: every open watch cut (drop)
   test_kube_cache.c test_failures_backoff: injected 500s on the re-watch (fail)
   test_kube_cache.c test_not_found_later_keeps_objects: injected 404s after the first list
@@ -21,20 +23,31 @@ for the faults a real server does not make on demand. Exactly these cases, and w
       the server gone at once
   test_dm_publish.c test_api_errors: injected 500s on the Node and Devices status patches
       (fail), and which patch Content-Types came (a real server counts none)
+  tests/integration/controller_faults.py: the real `tessera controller` under lists answered
+      500 (fail), watches answered 410, ERROR 410, cut, 500 and 429 with Retry-After (watch410,
+      expire, drop, fail), one resource's watch held (pause with a match), 500s on one node's
+      Pods (fail with a query), a token revoked (token), and every request it made counted
+      and timed (requests)
 Every other cluster-facing test runs on the real control plane (tests/cluster/);
 check_fake_apiserver.py checks this fake itself against python3-kubernetes.
 
 It serves (spec/kubernetes-contracts.md section 4):
   * the core group /api/v1: Pods (namespaced; /api/v1/pods lists and watches across namespaces,
     /api/v1/namespaces/<ns>/pods one namespace) and Nodes (cluster scoped), each with its status
-    subresource, as the node agent (tessera's device manager) talks to them;
+    subresource, as the node agent (tessera's device manager) talks to them; Namespaces (with
+    status; a new one gets phase Active and the kubernetes finalizer) and Events (namespaced);
   * custom resources the way kube-apiserver serves CRDs: worker.gpustack.ai/v1alpha1
     InstanceTypes, KVCachePools, KVCacheBackends and Devices (kind Devices) (cluster scoped) and
-    KVCachePoolBindings (namespaced); kueue.x-k8s.io/v1beta2 LocalQueues (namespaced) and
-    ClusterQueues (cluster scoped); gpustack.ai/v1 Settings (namespaced);
+    KVCachePoolBindings (namespaced); kueue.x-k8s.io/v1beta2 LocalQueues and Workloads
+    (namespaced), ClusterQueues, ResourceFlavors, Topologies and AdmissionChecks (cluster
+    scoped); gpustack.ai/v1 Settings (namespaced);
+  * coordination.k8s.io/v1 Leases and events.k8s.io/v1 Events (namespaced);
   * discovery: /api (APIVersions), /api/v1 and /apis/<group>/<version> (APIResourceList: each
-    served resource and its <plural>/status).
-Any other resource is a 404, as for a CRD not installed.
+    served resource and, when it has one, its <plural>/status).
+The kinds are rows of one table (RESOURCES), with their status behaviour in three sets
+(STATUS_RESET, STATUS_DROPPED_ON_CREATE, NO_STATUS). Any other resource is a 404, as for a CRD
+not installed; so is .../status of a kind without that subresource (ResourceFlavors,
+Topologies, Leases, Events).
 
 Semantics kept from the real server:
   * one global resourceVersion counter; every create, update, patch and delete is an event in a
@@ -65,8 +78,8 @@ Semantics kept from the real server:
     resourceVersion), DELETE (the object goes at once: gracePeriodSeconds, in the query or a
     DeleteOptions body, is accepted and ignored; DeleteOptions.preconditions uid and
     resourceVersion that fail are 409), PATCH as merge-patch (RFC 7386), json-patch (RFC 6902,
-    with test), apply (fieldManager required; JSON bodies only; lists of named maps merged by
-    name) and strategic-merge: 415 UnsupportedMediaType for every CRD, and for the core kinds
+    with test), apply (below) and strategic-merge: 415 UnsupportedMediaType for every CRD, and
+    for the core kinds
     this subset of apimachinery's strategicpatch: maps merge, null deletes a key,
     {"$patch": "delete"} deletes the map holding it, {"$patch": "replace"} replaces it,
     "$deleteFromPrimitiveList/<k>" works, "$setElementOrder/<k>" and "$retainKeys" are
@@ -76,10 +89,23 @@ Semantics kept from the real server:
     {key, "$patch": "delete"} removing an element; metadata.finalizers take the union; every
     other list and every scalar is replaced. GET /_test/stats counts patches by Content-Type
     (patch_types, last_patch_type);
-  * the status subresource: PUT or PATCH on .../status keeps only status; for Pods, Nodes and
-    Devices a PUT or PATCH on the main resource ignores status (and Devices, a CRD with the
-    status subresource, drop a status sent on create); the older CRDs keep what a
-    main-resource write sends;
+  * a PATCH body's metadata.resourceVersion and metadata.uid are preconditions: another value
+    than the stored object's is 409 Conflict (every patch type, apply included);
+  * server-side apply (application/apply-patch+yaml; fieldManager required; JSON bodies only,
+    JSON being YAML), faithful enough for what tessera applies: maps merge, lists of maps with
+    a name merge by name (Workload status.admissionChecks), other lists (a list-map keyed by
+    anything else, such as conditions by type, included) and scalars are replaced; each
+    manager owns, per subresource, the fields it applied last (leaves, and list-map elements
+    by name), so a field it applied before and leaves out now is removed unless another
+    applier owns it or something below it. Simplified: only appliers own fields (writes of other kinds are
+    nobody's, so an apply never removes them and never conflicts with them), every apply is
+    taken as forced (no 409 for a field another manager owns), and metadata.managedFields is
+    not shown. An apply creates a missing object on the main resource; on .../status it is
+    404 NotFound, as on the real server;
+  * the status subresource: PUT or PATCH on .../status keeps only status; for Pods, Nodes,
+    Namespaces, Devices, Workloads and AdmissionChecks a PUT or PATCH on the main resource
+    ignores status (and the CRDs among them drop a status sent on create); the older CRDs keep
+    what a main-resource write sends;
   * a new Pod gets status.phase "Pending" when it has none (the real server resets the whole
     status on create; this fake keeps a status the test sent, so a Running pod takes one step);
   * Node status.capacity / status.allocatable values (quantity strings, extended resources
@@ -88,9 +114,10 @@ Semantics kept from the real server:
   * bearer-token authentication (or a client certificate signed by --client-ca), 401 Status
     otherwise; TLS with the certificate the test made.
 
-Not served: pods/binding, pods/eviction, pods/log and other subresources, namespaces as
-objects, graceful deletion (deletionTimestamp), validation of pod spec immutability,
-server-side defaulting beyond the fields above.
+Not served: pods/binding, pods/eviction, pods/log and other subresources (namespaces/finalize
+among them), graceful deletion (deletionTimestamp: a deleted Namespace goes at once, with its
+objects left in place), validation of pod spec immutability, field selectors of Namespaces and
+Events, server-side defaulting beyond the fields above.
 
 Known differences the real server showed (tests that need these run there): it validates custom
 resources against their CRD's schema and prunes unknown fields (an InstanceType's spec needs
@@ -104,13 +131,27 @@ its Namespace; deleting a bound Pod without gracePeriodSeconds=0 only marks it
 Control, for tests only, without authentication, under /_test/ (POST bodies are JSON):
   token {"tokens": [..]}        replace the accepted bearer tokens
   compact                       watches and continue tokens older than now get 410
-  drop                          cut every open watch without ending its chunked body
-  expire                        send every open watch an ERROR 410 event and end it
+  drop {"match": ""}            cut every open watch whose path holds match without ending its
+                                chunked body
+  expire {"match": ""}          send every open watch whose path holds match an ERROR 410
+                                event and end it
   bookmark                      send every open watch that allows them a BOOKMARK now
-  pause {"paused": bool}        hold new watch requests (they wait) until unpaused
+  pause {"paused": bool, "match": "", "lists": false}
+                                hold new watch requests whose path holds match (and lists too
+                                with "lists") until unpaused
   watch410 {"mode": "event"|"http"}
-  fail {"status": 429, "count": n, "retry_after": s, "match": "substring of the path"}
-  GET stats                     counters: lists, watches, active watches, auth failures, ...
+  fail {"status": 429, "count": n, "retry_after": s, "match": "substring of the path",
+        "query": "substring of the raw query", "method": "GET", "watch": true|false}
+                                answer the next n matching requests with status (count -1:
+                                until unfail); watch true matches only watches, false only
+                                the rest; every field but status optional
+  unfail                        forget every fail
+  GET stats                     counters: lists, watches, active watches, auth failures, the
+                                fails and how often each hit, ...
+  GET requests?since=SEQ        every API request after SEQ (the last 50000): seq, t (the
+                                fake's monotonic clock), method, path, query, watch, agent
+                                (User-Agent), code (the answer's status) and body (a JSON
+                                body it read)
 
 Usage: fake_apiserver.py --cert server.crt --key server.key --token TOKEN [--client-ca ca.crt]
        [--port 0] [--bookmark-interval 1.0] [--unserved PLURAL ...]
@@ -120,6 +161,7 @@ It prints "READY <port>" on stdout once listening, and exits when stdin reaches 
 
 import argparse
 import base64
+import collections
 import copy
 import datetime
 import json
@@ -144,15 +186,34 @@ RESOURCES = {
     ("worker.gpustack.ai", "v1alpha1", "devices"): ("Devices", False),
     ("", "v1", "pods"): ("Pod", True),
     ("", "v1", "nodes"): ("Node", False),
+    # what `tessera controller` reads and writes besides (tests/integration/controller_faults.py)
+    ("", "v1", "namespaces"): ("Namespace", False),
+    ("", "v1", "events"): ("Event", True),
+    ("events.k8s.io", "v1", "events"): ("Event", True),
+    ("coordination.k8s.io", "v1", "leases"): ("Lease", True),
+    ("kueue.x-k8s.io", "v1beta2", "workloads"): ("Workload", True),
+    ("kueue.x-k8s.io", "v1beta2", "resourceflavors"): ("ResourceFlavor", False),
+    ("kueue.x-k8s.io", "v1beta2", "topologies"): ("Topology", False),
+    ("kueue.x-k8s.io", "v1beta2", "admissionchecks"): ("AdmissionCheck", False),
 }
 
 # Kinds whose main resource ignores status on create, update and patch (only .../status changes
 # it): the core kinds' registry strategies, and a CRD whose status subresource is enabled. The
 # older CRDs above keep their earlier behaviour here (a main-resource write keeps what it sent).
-STATUS_RESET = {("", "v1", "pods"), ("", "v1", "nodes"),
-                ("worker.gpustack.ai", "v1alpha1", "devices")}
+STATUS_RESET = {("", "v1", "pods"), ("", "v1", "nodes"), ("", "v1", "namespaces"),
+                ("worker.gpustack.ai", "v1alpha1", "devices"),
+                ("kueue.x-k8s.io", "v1beta2", "workloads"),
+                ("kueue.x-k8s.io", "v1beta2", "admissionchecks")}
 # CRDs with a status subresource drop a status sent on create (customResourceStrategy).
-STATUS_DROPPED_ON_CREATE = {("worker.gpustack.ai", "v1alpha1", "devices")}
+STATUS_DROPPED_ON_CREATE = {("worker.gpustack.ai", "v1alpha1", "devices"),
+                            ("kueue.x-k8s.io", "v1beta2", "workloads"),
+                            ("kueue.x-k8s.io", "v1beta2", "admissionchecks")}
+# Kinds without a status subresource: .../status is a 404 and discovery does not list it (Kueue's
+# ResourceFlavor and Topology CRDs enable none; Leases and Events have none).
+NO_STATUS = {("", "v1", "events"), ("events.k8s.io", "v1", "events"),
+             ("coordination.k8s.io", "v1", "leases"),
+             ("kueue.x-k8s.io", "v1beta2", "resourceflavors"),
+             ("kueue.x-k8s.io", "v1beta2", "topologies")}
 
 # fieldSelector labels beyond metadata.name and metadata.namespace (which every kind has), from
 # kubernetes pkg/registry/core/{pod,node}/strategy.go; a value the server defaults is read with
@@ -188,6 +249,7 @@ for _c in ("containers", "initContainers", "ephemeralContainers"):
 SMP_PRIMITIVE_MERGE = {("metadata", "finalizers")}
 
 TRUE_VALUES = ("1", "t", "T", "true", "TRUE", "True")
+LOG_MAX = 50000  # requests kept for GET /_test/requests
 
 
 def status(code, reason, message, details=None):
@@ -218,6 +280,7 @@ class Resource:
         self.qualified = plural if self.core else "%s.%s" % (plural, group)
         self.status_reset = (group, version, plural) in STATUS_RESET
         self.status_dropped_on_create = (group, version, plural) in STATUS_DROPPED_ON_CREATE
+        self.has_status = (group, version, plural) not in NO_STATUS
         self.field_labels = FIELD_LABELS.get(plural, {}) if self.core else {}
 
     def key(self, ns, name):
@@ -235,11 +298,17 @@ class Store:
         self.objects = {}  # resource -> {(ns, name): object}
         self.tokens = set(tokens)
         self.drop_gen = 0
+        self.drop_match = ""
         self.expire_gen = 0
+        self.expire_match = ""
         self.bookmark_gen = 0
-        self.paused = False
+        self.paused = None  # None, or the path substring of the held requests ("": all)
+        self.pause_lists = False  # whether lists are held too
         self.watch410 = "event"
         self.failures = []
+        self.owners = {}  # (resource, key) -> {field manager: set of field paths it applied}
+        self.log = collections.deque(maxlen=LOG_MAX)  # the API requests, oldest first
+        self.seq = 0
         self.stats = {"lists": {}, "watches": {}, "active_watches": 0, "auth_failures": 0,
                       "requests": 0, "last_token": "", "relists": 0, "gone_sent": 0,
                       "dropped": 0, "patch_types": {}, "last_patch_type": ""}
@@ -520,6 +589,81 @@ def apply_merge(target, patch):
     return copy.deepcopy(patch)
 
 
+# Fields an apply never owns: the object's identity and the server's bookkeeping.
+APPLY_UNOWNED = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace"),
+                 ("metadata", "uid"), ("metadata", "resourceVersion"),
+                 ("metadata", "generation"), ("metadata", "creationTimestamp"),
+                 ("metadata", "managedFields")}
+
+
+def is_list_map(v):
+    return isinstance(v, list) and bool(v) and all(isinstance(e, dict) and "name" in e
+                                                   for e in v)
+
+
+def apply_fields(body, path=()):
+    """The field set an apply body claims, as structured-merge-diff lists it: every leaf (a
+    scalar, an atomic list, an empty map) by its path, and every element of a list of named
+    maps as ("k", name) with its own fields below it. Identity and bookkeeping are left out."""
+    out = set()
+    if isinstance(body, dict) and body:
+        for k, v in body.items():
+            out |= apply_fields(v, path + (k,))
+    elif is_list_map(body):
+        for e in body:
+            elem = path + (("k", e["name"]),)
+            out.add(elem)
+            for k, v in e.items():
+                out |= apply_fields(v, elem + (k,))
+    else:
+        out.add(path)
+    return {p for p in out if p[:1] not in APPLY_UNOWNED and p[:2] not in APPLY_UNOWNED}
+
+
+def remove_field(obj, path):
+    """Removes the field at path (apply_fields' form) from obj in place, when it is there."""
+    cur = obj
+    for i, comp in enumerate(path):
+        last = i == len(path) - 1
+        if isinstance(comp, tuple):
+            if not isinstance(cur, list):
+                return
+            idx = next((j for j, e in enumerate(cur)
+                        if isinstance(e, dict) and e.get("name") == comp[1]), None)
+            if idx is None:
+                return
+            if last:
+                del cur[idx]
+                return
+            cur = cur[idx]
+        else:
+            if not isinstance(cur, dict) or comp not in cur:
+                return
+            if last:
+                del cur[comp]
+                return
+            cur = cur[comp]
+
+
+def apply_ownership(owners, manager, new, fields):
+    """Server-side apply's field ownership, for appliers only: the fields manager applied
+    before and leaves out now are removed from new, unless another applier owns them or
+    something below them; manager then owns fields, taken from every other applier (force).
+    owners: {(manager, subresource): set of paths} of one object, updated in place."""
+    before = owners.get(manager, set())
+    others = set()
+    for m, f in owners.items():
+        if m != manager:
+            others |= f
+    for p in sorted(before - fields, key=len, reverse=True):
+        if not any(o[:len(p)] == p for o in others):
+            remove_field(new, p)
+    for m in list(owners):
+        if m != manager:
+            owners[m] = owners[m] - fields
+    owners[manager] = fields
+
+
 def pointer_tokens(ptr):
     if ptr == "":
         return []
@@ -605,6 +749,8 @@ def json_patch(doc, ops):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-apiserver/1"
+    logged = {}  # this request's entry of the request log (dispatch sets it)
+    body = None  # this request's body, once read
 
     def setup(self):
         # The TLS handshake happens here, in the connection's own thread, not in accept().
@@ -645,16 +791,21 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(e.code, status(e.code, e.reason, e.message), e.headers)
 
     def read_body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        data = self.rfile.read(n) if n else b""
-        return data
+        """The request's body, read once (dispatch reads it before anything can fail, so that
+        an answer refused early leaves the connection at the next request)."""
+        if self.body is None:
+            n = int(self.headers.get("Content-Length") or 0)
+            self.body = self.rfile.read(n) if n else b""
+        return self.body
 
     def read_json(self):
         data = self.read_body()
         try:
-            return json.loads(data or b"null")
+            obj = json.loads(data or b"null")
         except ValueError as e:
             raise HttpError(400, "BadRequest", "the body is not JSON: %s" % e)
+        self.logged["body"] = obj
+        return obj
 
     # -- dispatch --
 
@@ -673,17 +824,33 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         self.dispatch("DELETE")
 
+    def send_response(self, code, message=None):
+        self.logged["code"] = code
+        super().send_response(code, message)
+
     def dispatch(self, method):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        self.logged = {}
+        self.body = None
+        self.read_body()
         try:
             if url.path.startswith("/_test/"):
-                return self.control(method, url.path[len("/_test/"):])
+                return self.control(method, url.path[len("/_test/"):], query)
+            watching = method == "GET" and query.get("watch") in TRUE_VALUES
+            with STORE.cond:
+                STORE.seq += 1
+                self.logged = {"seq": STORE.seq, "t": time.monotonic(), "method": method,
+                               "path": url.path, "query": url.query, "watch": watching,
+                               "agent": self.headers.get("User-Agent", ""), "code": None}
+                STORE.log.append(self.logged)
             self.authenticate()
-            self.inject_failure(url.path)
+            self.inject_failure(method, url.path, url.query, watching)
             self.api(method, url.path, query)
         except HttpError as e:
             self.reply_error(e)
+        finally:
+            self.logged = {}  # an answer outside dispatch (a malformed request) logs nothing
 
     def authenticate(self):
         auth = self.headers.get("Authorization", "")
@@ -698,11 +865,14 @@ class Handler(BaseHTTPRequestHandler):
             STORE.stats["auth_failures"] += 1
         raise HttpError(401, "Unauthorized", "Unauthorized")
 
-    def inject_failure(self, path):
+    def inject_failure(self, method, path, query, watching):
         with STORE.cond:
             for f in STORE.failures:
-                if f["count"] > 0 and f.get("match", "") in path:
-                    f["count"] -= 1
+                if f["count"] != 0 and f["match"] in path and f["query"] in query and \
+                        f["method"] in ("", method) and f["watch"] in (None, watching):
+                    if f["count"] > 0:
+                        f["count"] -= 1
+                    f["hits"] += 1
                     code = int(f.get("status", 500))
                     headers = {}
                     if f.get("retry_after") is not None:
@@ -713,25 +883,34 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- control --
 
-    def control(self, method, what):
-        body = self.read_json() if method == "POST" else None
+    def control(self, method, what, query):
+        body = (self.read_json() or {}) if method == "POST" else {}
         with STORE.cond:
             if what == "stats":
                 out = dict(STORE.stats, rv=STORE.rv, compacted=STORE.compacted,
-                           tokens=sorted(STORE.tokens))
+                           tokens=sorted(STORE.tokens),
+                           failures=[dict(f) for f in STORE.failures])
                 return self.reply(200, out)
+            if what == "requests":
+                since = int(query.get("since") or 0)
+                return self.reply(200, {"seq": STORE.seq, "now": time.monotonic(),
+                                        "requests": [dict(e) for e in STORE.log
+                                                     if e["seq"] > since]})
             if what == "token":
                 STORE.tokens = set(body["tokens"])
             elif what == "compact":
                 STORE.compacted = STORE.rv
             elif what == "drop":
                 STORE.drop_gen += 1
+                STORE.drop_match = body.get("match", "")
             elif what == "expire":
                 STORE.expire_gen += 1
+                STORE.expire_match = body.get("match", "")
             elif what == "bookmark":
                 STORE.bookmark_gen += 1
             elif what == "pause":
-                STORE.paused = bool(body.get("paused"))
+                STORE.paused = body.get("match", "") if body.get("paused") else None
+                STORE.pause_lists = bool(body.get("paused") and body.get("lists"))
             elif what == "watch410":
                 if body.get("mode") not in ("event", "http"):
                     raise HttpError(400, "BadRequest", "mode must be event or http")
@@ -740,7 +919,12 @@ class Handler(BaseHTTPRequestHandler):
                 STORE.failures.append({"status": body.get("status", 500),
                                        "count": body.get("count", 1),
                                        "retry_after": body.get("retry_after"),
-                                       "match": body.get("match", "")})
+                                       "match": body.get("match", ""),
+                                       "query": body.get("query", ""),
+                                       "method": body.get("method", ""),
+                                       "watch": body.get("watch"), "hits": 0})
+            elif what == "unfail":
+                STORE.failures = []
             else:
                 raise HttpError(404, "NotFound", "no control %r" % what)
             STORE.cond.notify_all()
@@ -774,7 +958,7 @@ class Handler(BaseHTTPRequestHandler):
             raise missing
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub not in (None, "status"):
+        if sub not in (None, "status") or (sub == "status" and not res.has_status):
             raise missing
         if name is not None and namespaced and ns is None:
             raise missing
@@ -795,13 +979,15 @@ class Handler(BaseHTTPRequestHandler):
             entry = {"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced,
                      "kind": r.kind, "verbs": ["create", "delete", "deletecollection", "get",
                                                "list", "patch", "update", "watch"]}
-            short = {"pods": ["po"], "nodes": ["no"]}.get(r.plural) if r.core else None
+            short = {"pods": ["po"], "nodes": ["no"], "namespaces": ["ns"],
+                     "events": ["ev"]}.get(r.plural) if r.core else None
             if short:
                 entry["shortNames"] = short
             resources.append(entry)
-            resources.append({"name": r.plural + "/status", "singularName": "",
-                              "namespaced": r.namespaced, "kind": r.kind,
-                              "verbs": ["get", "patch", "update"]})
+            if r.has_status:
+                resources.append({"name": r.plural + "/status", "singularName": "",
+                                  "namespaced": r.namespaced, "kind": r.kind,
+                                  "verbs": ["get", "patch", "update"]})
         self.reply(200, {"kind": "APIResourceList", "apiVersion": "v1",
                          "groupVersion": version if group == "" else group + "/" + version,
                          "resources": resources})
@@ -884,6 +1070,10 @@ class Handler(BaseHTTPRequestHandler):
             if not isinstance(st, dict):
                 st = obj["status"] = {}
             st.setdefault("phase", "Pending")
+        if res.core and res.plural == "namespaces":
+            # namespaceStrategy.PrepareForCreate: phase Active, the kubernetes finalizer.
+            obj["status"] = {"phase": "Active"}
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         with STORE.cond:
             table = STORE.table(res)
             k = res.key(ns, md["name"])
@@ -963,24 +1153,42 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             raise HttpError(400, "BadRequest", "the patch body is not JSON (this fake reads "
                             "apply bodies as JSON only)")
+        self.logged["body"] = patch
+        apply = ctype == "application/apply-patch+yaml"
+        manager = (query.get("fieldManager"), sub or "")
+        fields = set()
+        if apply:
+            # What this apply claims: status alone on .../status; all but status on the main
+            # resource of a kind whose status is a subresource.
+            fields = {f for f in apply_fields(patch)
+                      if (f[0] == "status") == (sub == "status") or
+                      (sub is None and not res.status_reset)}
         with STORE.cond:
             old = STORE.table(res).get(res.key(ns, name))
-            if old is None and ctype != "application/apply-patch+yaml":
+            if old is None and (not apply or sub == "status"):
                 raise self.not_found(res, name)
-            if isinstance(patch, dict):
-                rv = (patch.get("metadata") or {}).get("resourceVersion")
-                if old is not None and rv and rv != old["metadata"]["resourceVersion"]:
+            if isinstance(patch, dict) and old is not None:
+                md = patch.get("metadata") or {}
+                if md.get("uid") and md["uid"] != old["metadata"]["uid"]:
+                    raise HttpError(409, "Conflict", "Precondition failed: UID in precondition: "
+                                    "%s, UID in object meta: %s"
+                                    % (md["uid"], old["metadata"]["uid"]))
+                rv = md.get("resourceVersion")
+                if rv and rv != old["metadata"]["resourceVersion"]:
                     raise self.conflict(res, name)
             if old is None:
                 obj = self.check_shape(res, ns, copy.deepcopy(patch))
                 if obj["metadata"]["name"] != name:
                     raise HttpError(400, "BadRequest", "the name of the object does not match")
+                if res.status_dropped_on_create:
+                    obj.pop("status", None)
                 md = obj["metadata"]
                 md["uid"] = str(uuid.uuid4())
                 md["creationTimestamp"] = now_rfc3339()
                 md["generation"] = 1
                 md["resourceVersion"] = str(STORE.next_rv())
                 STORE.table(res)[res.key(ns, name)] = obj
+                STORE.owners[(res, res.key(ns, name))] = {manager: fields}
                 STORE.record(res, "ADDED", obj)
                 return self.reply(201, obj)
             try:
@@ -1004,6 +1212,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise HttpError(422, "Invalid", "metadata.name cannot change")
             if query.get("dryRun") == "All":
                 return self.reply(200, new)
+            if apply:
+                apply_ownership(STORE.owners.setdefault((res, res.key(ns, name)), {}), manager,
+                                new, fields)
             new = self.replace_locked(res, ns, name, old, new, sub)
         self.reply(200, new)
 
@@ -1036,12 +1247,17 @@ class Handler(BaseHTTPRequestHandler):
                                 "precondition: %s, ResourceVersion in object meta: %s"
                                 % (pre["resourceVersion"], old["metadata"]["resourceVersion"]))
             table.pop(res.key(ns, name))
+            STORE.owners.pop((res, res.key(ns, name)), None)
             old = copy.deepcopy(old)
             old["metadata"]["resourceVersion"] = str(STORE.next_rv())
             STORE.record(res, "DELETED", old)
         self.reply(200, old)
 
     # -- list --
+
+    def held(self):
+        """Whether a pause holds this request now (the caller holds cond)."""
+        return STORE.paused is not None and STORE.paused in self.path
 
     def list(self, res, ns, query):
         limit = int(query.get("limit") or 0)
@@ -1050,6 +1266,8 @@ class Handler(BaseHTTPRequestHandler):
         freqs = parse_field_selector(res, query.get("fieldSelector"))
         with STORE.cond:
             STORE.bump("lists", res)
+            while STORE.pause_lists and self.held():
+                STORE.cond.wait()
             if cont:
                 try:
                     tok = json.loads(base64.b64decode(cont))
@@ -1135,7 +1353,7 @@ class Handler(BaseHTTPRequestHandler):
 
         with STORE.cond:
             STORE.bump("watches", res)
-            while STORE.paused:
+            while self.held():
                 STORE.cond.wait()
             if rv is not None and rv < STORE.compacted:
                 mode = STORE.watch410
@@ -1172,8 +1390,9 @@ class Handler(BaseHTTPRequestHandler):
                         now = time.monotonic()
                         events = [(erv, t, o, p) for (erv, r, t, o, p) in STORE.history
                                   if erv > last and r is res]
-                        dropped = STORE.drop_gen != gens[0]
-                        expired = STORE.expire_gen != gens[1]
+                        dropped = STORE.drop_gen != gens[0] and STORE.drop_match in self.path
+                        expired = STORE.expire_gen != gens[1] and \
+                            STORE.expire_match in self.path
                         bookmark_now = STORE.bookmark_gen != gens[2]
                         timed_out = deadline is not None and now >= deadline
                         bookmark_due = next_bookmark is not None and now >= next_bookmark
