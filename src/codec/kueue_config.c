@@ -71,6 +71,41 @@ static json_t *transformations(void)
         return list;
 }
 
+/*
+ * The request descriptors Kueue must not count as quota, every manufacturer's in the catalog's
+ * order: a slice's <base>.sliced.cores-percentage, .sliced.memory-percentage and
+ * .sliced.memory-mib (the fold turned them into .sliced.units) and, with a partition kind, every
+ * profile key <base>.partitioned.<kind>- (the fold turned it into .partitioned.units). Kueue drops
+ * them before its transformations, so they reach neither the quota nor TAS.
+ */
+static json_t *excluded_prefixes(void)
+{
+        static const enum tsr_key_kind descriptors[] = {
+            TSR_KEY_SLICED_CORES, TSR_KEY_SLICED_MEMORY_PERCENT, TSR_KEY_SLICED_MEMORY_MIB};
+        json_t *list = json_array();
+        char key[TSR_KEY_MAX], prefix[TSR_KEY_MAX + 32];
+
+        for (int id = 0; list && id < TSR_MFR__COUNT; id++) {
+                const struct tsr_manufacturer *m =
+                    tsr_catalog_manufacturer((enum tsr_manufacturer_id)id);
+                int rc = 0;
+
+                for (size_t i = 0; !rc && i < sizeof(descriptors) / sizeof(descriptors[0]); i++)
+                        rc = tsr_key_format(key, m, descriptors[i], NULL) ||
+                             json_array_append_new(list, json_string(key));
+                if (!rc && m->partition_kind) {
+                        rc = tsr_key_format(key, m, TSR_KEY_PARTITIONED, NULL);
+                        snprintf(prefix, sizeof(prefix), "%s.%s-", key, m->partition_kind);
+                        rc = rc || json_array_append_new(list, json_string(prefix));
+                }
+                if (rc) {
+                        json_decref(list);
+                        list = NULL;
+                }
+        }
+        return list;
+}
+
 int tsr_kueue_config(const char *ns, json_t **out, struct tsr_diag *diag)
 {
         json_t *cfg, *excluded;
@@ -82,13 +117,13 @@ int tsr_kueue_config(const char *ns, json_t **out, struct tsr_diag *diag)
                                                 : json_pack("[s]", ns);
         cfg = json_pack(
             "{s:s, s:s, s:s, s:b, s:{s:[{s:s, s:s, s:o}]}, s:{s:[s]}, s:{s:b, s:b, "
-            "s:b}, s:{s:o}}",
+            "s:b}, s:{s:o, s:o}}",
             "apiVersion", TSR_KUEUE_CONFIG_API_VERSION, "kind", "Configuration", "namespace", ns,
             "manageJobsWithoutQueueName", 0, "managedJobsNamespaceSelector", "matchExpressions",
             "key", "kubernetes.io/metadata.name", "operator", "NotIn", "values", excluded,
             "integrations", "frameworks", "pod", "featureGates", "AssignQueueLabelsForPods", 0,
-            "TopologyAwareScheduling", 1, "TASBalancedPlacement", 1, "resources", "transformations",
-            transformations());
+            "TopologyAwareScheduling", 1, "TASBalancedPlacement", 1, "resources",
+            "excludeResourcePrefixes", excluded_prefixes(), "transformations", transformations());
         if (!cfg)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         *out = cfg;

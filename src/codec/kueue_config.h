@@ -16,6 +16,13 @@
  *                                 <base>.sliced -> 1, and with a partition kind
  *                                 <base>.partitioned.units -> 1, each into
  *                                 credits.gpustack.ai/<manufacturer>
+ *   resources.excludeResourcePrefixes  per manufacturer, in table order: <base>.sliced.cores-
+ *                                 percentage, <base>.sliced.memory-percentage,
+ *                                 <base>.sliced.memory-mib and, with a partition kind,
+ *                                 <base>.partitioned.<kind>- (the profile keys): the request
+ *                                 descriptors gate 1 folded into units, which a credits-only
+ *                                 ClusterQueue would otherwise refuse ("resource ... unavailable
+ *                                 in ClusterQueue"; v0.17.0 has no IgnoreUndeclared)
  *
  * What the seed asks for and v0.17.0 lacks is left out, because v0.17.0 refuses a Configuration
  * naming it (strict decoding; an unknown feature gate stops the manager):

@@ -9,9 +9,10 @@
  * transformations: 9 manufacturers x 4 rows (the fourth a zero-cost .sliced) plus a
  * partitioned.units and a zero-cost .partitioned row for the three with a partition kind (hygon,
  * nvidia, thead) = 42, strategy Replace, in catalog order, NVIDIA's first four exactly as
- * spec/upstream-behavior.md §9 writes them, the sliced row's multiplyBy; a bad
- * namespace (TSR_EINVAL); an allocation-failure loop. YAML: a hand-written document's exact text
- * (strings a YAML 1.1 parser would read as numbers, booleans or null double-quoted, empty
+ * spec/upstream-behavior.md §9 writes them, the sliced row's multiplyBy; the excluded request
+ * descriptors (9 x 3 sliced ones and a profile-key prefix per partition kind, never a quota key); a
+ * bad namespace (TSR_EINVAL); an allocation-failure loop. YAML: a hand-written document's exact
+ * text (strings a YAML 1.1 parser would read as numbers, booleans or null double-quoted, empty
  * containers as {} and []), the whole Configuration read back by the simulator's YAML reader
  * (src/sim/yaml_json.h) equal to the JSON, and a full buffer leaving it as it was.
  */
@@ -73,7 +74,9 @@ static void test_kueue_config__fields(void **state)
         expect(json_object_get(cfg, "featureGates"),
                "{\"AssignQueueLabelsForPods\": false, \"TopologyAwareScheduling\": true, "
                "\"TASBalancedPlacement\": true}");
-        assert_int_equal(json_object_size(json_object_get(cfg, "resources")), 1);
+        /* excludeResourcePrefixes and transformations; no quotaCheckStrategy (v0.17.0 lacks it) */
+        assert_int_equal(json_object_size(json_object_get(cfg, "resources")), 2);
+        assert_null(json_object_get(json_object_get(cfg, "resources"), "quotaCheckStrategy"));
         json_decref(cfg);
 
         cfg = config("kube-system");
@@ -124,6 +127,36 @@ static void test_kueue_config__transformations(void **state)
         expect(json_array_get(t, json_array_size(t) - 3),
                "{\"input\": \"alibabacloud.com/ppu.partitioned.units\", \"strategy\": "
                "\"Replace\", \"outputs\": {\"credits.gpustack.ai/thead\": \"1\"}}");
+        json_decref(cfg);
+}
+
+static void test_kueue_config__excluded_descriptors(void **state)
+{
+        json_t *cfg = config("gpustack-system");
+        json_t *ex = json_object_get(json_object_get(cfg, "resources"), "excludeResourcePrefixes");
+        json_t *row;
+        size_t i, nvidia = 0;
+
+        (void)state;
+        assert_int_equal(json_array_size(ex), 9 * 3 + 3);
+        json_array_foreach(ex, i, row)
+        {
+                const char *p = json_string_value(row);
+
+                assert_non_null(p);
+                /* never a quota key: the counts, the units and the whole-card key stay counted */
+                assert_null(strstr(p, ".units"));
+                assert_true(strcmp(p + strlen(p) - 7, ".sliced") != 0);
+                if (!strcmp(p, "nvidia.com/gpu.sliced.cores-percentage"))
+                        nvidia = i;
+        }
+        expect(json_array_get(ex, 0), "\"amd.com/gpu.sliced.cores-percentage\"");
+        expect(json_array_get(ex, nvidia + 1), "\"nvidia.com/gpu.sliced.memory-percentage\"");
+        expect(json_array_get(ex, nvidia + 2), "\"nvidia.com/gpu.sliced.memory-mib\"");
+        /* every profile key (nvidia.com/gpu.partitioned.mig-3g.40gb), not .partitioned.units */
+        expect(json_array_get(ex, nvidia + 3), "\"nvidia.com/gpu.partitioned.mig-\"");
+        expect(json_array_get(ex, json_array_size(ex) - 1),
+               "\"alibabacloud.com/ppu.partitioned.mig-\"");
         json_decref(cfg);
 }
 
@@ -247,6 +280,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_kueue_config__fields),
             cmocka_unit_test(test_kueue_config__transformations),
+            cmocka_unit_test(test_kueue_config__excluded_descriptors),
             cmocka_unit_test(test_kueue_config__bad_namespace),
             cmocka_unit_test(test_json_yaml__text),
             cmocka_unit_test(test_json_yaml__config_reads_back),
