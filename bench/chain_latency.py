@@ -8,7 +8,8 @@ controller`.
 P queued Pods of one GPU each go through Kueue's quota (gate 2), the gpustack-node-devices check
 (gate 3), TAS and kube-scheduler, and the device plugin's Allocate (gates 4 and 5), C at a time:
 each Pod is deleted once Running, which frees its GPU for the next. Prints the create-to-Running
-latency (p50, p90, p99, max, nearest rank) and the controller's verdict counters. The numbers
+latency (p50, p90, p99, max, nearest rank), the controller's verdict counters, and the Pods whose
+Workload was answered Retry before it ran (the slowest ones, with the controller's messages). The numbers
 include the fake kubelet's status loop and Kueue's own scheduling cycle; the machine is named in
 the output. Not a test: nothing here fails on a number.
 """
@@ -37,6 +38,29 @@ def rank(sorted_values, q):
     """Nearest-rank percentile q (0..100) of sorted_values."""
     k = max(1, -(-len(sorted_values) * q // 100))
     return sorted_values[int(k) - 1]
+
+
+def stage_times(pod, wl):
+    """{stage: whole seconds after the Pod's creation}: the Workload created, quota reserved, the
+    check Ready, admitted (Kueue), the Pod scheduled (kube-scheduler) and Running (the kubelet
+    part), from the objects' own timestamps."""
+    def at(ts):
+        return time.mktime(time.strptime(ts, "%Y-%m-%dT%H:%M:%SZ")) if ts else None
+
+    t0 = at(pod["metadata"]["creationTimestamp"])
+    out = {"Workload": at(wl["metadata"]["creationTimestamp"])}
+    for c in wl.get("status", {}).get("conditions", []):
+        if c["type"] in ("QuotaReserved", "Admitted") and c["status"] == "True":
+            out[c["type"]] = at(c.get("lastTransitionTime"))
+    for c in wl.get("status", {}).get("admissionChecks", []):
+        if c.get("state") == "Ready":
+            out["CheckReady"] = at(c.get("lastTransitionTime"))
+    for c in pod.get("status", {}).get("conditions", []):
+        if c["type"] == "PodScheduled" and c["status"] == "True":
+            out["Scheduled"] = at(c.get("lastTransitionTime"))
+        if c["type"] == "Ready" and c["status"] == "True":
+            out["Running"] = at(c.get("lastTransitionTime"))
+    return {k: int(v - t0) for k, v in out.items() if v is not None}
 
 
 def main():
@@ -74,7 +98,20 @@ def main():
         if not (queue and cq_ok and credits):
             raise RuntimeError("the chain did not come up:\n" + ctl.log())
 
-        latencies, lock, errors = [], threading.Lock(), []
+        latencies, lock, errors, retried = [], threading.Lock(), [], []
+
+        stages = {}  # pod name -> the seconds (API timestamps) each stage took after create
+
+        def retry_count(name):
+            """How often the Pod's Workload was answered Retry (Kueue's retryCount); records the
+            Pod's stages from the Workload's and the Pod's own timestamps (1 s resolution)."""
+            pod = cp.api("GET", "/api/v1/namespaces/%s/pods/%s" % (NS, name))
+            for w in cp.api("GET", "%s/namespaces/%s/workloads" % (KQ_API, NS))["items"]:
+                if any(o["name"] == name for o in w["metadata"].get("ownerReferences", [])):
+                    stages[name] = stage_times(pod, w)
+                    return max([c.get("retryCount", 0) for c in w.get("status", {}).get(
+                        "admissionChecks", [])] + [0])
+            return 0
         todo = list(range(a.pods))
 
         def phase(name):
@@ -99,8 +136,12 @@ def main():
                 if not eventually(lambda: phase(name) == "Running", 180, interval=0.02):
                     errors.append(name)
                     return
+                took = time.monotonic() - t0
                 with lock:
-                    latencies.append(time.monotonic() - t0)
+                    latencies.append(took)
+                    retries = retry_count(name)
+                    if retries:
+                        retried.append((took, name, retries))
                 cp.api("DELETE", "/api/v1/namespaces/%s/pods/%s" % (NS, name))
                 eventually(lambda: not any(p["metadata"]["name"] == name for p in cp.api(
                     "GET", "/api/v1/namespaces/%s/pods" % NS)["items"]), 120, interval=0.05)
@@ -124,6 +165,15 @@ def main():
             if line.startswith("tessera_controller_verdicts_total") or \
                     line.startswith("tessera_controller_writes_total"):
                 print(line)
+        print("the slowest Pods' stages (s after the Pod's creationTimestamp):")
+        for name, st in sorted(stages.items(), key=lambda kv: -kv[1].get("Running", 0))[:5]:
+            print("  %s: %s" % (name, "  ".join("%s %d" % kv for kv in st.items())))
+        print("Pods whose Workload was answered Retry first: %d" % len(retried))
+        for took, name, n in sorted(retried, reverse=True)[:10]:
+            print("  %s: %.2f s, retryCount %d" % (name, took, n))
+        for line in ctl.lines:
+            if "msg=verdict" in line and "state=Retry" in line:
+                print("  retry: " + line[line.index("workload="):][:300])
         if errors:
             print("not Running within 180 s: %s" % ", ".join(errors))
             return 1
