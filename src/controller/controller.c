@@ -133,7 +133,7 @@ static int dispatch(struct tsr_controller *c, const char *key, enum ctl_kind *ki
         *kind = CTL_KIND_WORKLOAD;
         if (sscanf(key, "workload/%253[^/]/%253s", ns, name) != 2)
                 return TSR_EINVAL;
-        return ctl_workload_reconcile(c, ns, name, requeue_ms);
+        return ctl_workload_reconcile(c, ns, name);
 }
 
 static void *worker_main(void *arg)

@@ -13,9 +13,11 @@
  *   "chain"                   the Kueue chain derived from the managed nodes (chain_reconciler.c);
  *   "workloads"               a scan that queues every Workload waiting for this check;
  *   "workload/<ns>/<name>"    the check's verdict on one Workload (node_devices_check.c).
- * A reconciler that fails is retried after its key's backoff; a Retry verdict is looked at again
- * after requeueAfterSeconds. Until the caches have listed everything, and while one lists again
- * after a 410, 401 or 403 (tsr_kube_cache_current), nothing is written and readiness says why.
+ * A reconciler that fails is retried after its key's backoff. A Retry verdict needs no timer of
+ * ours: Kueue evicts the Workload and reserves quota for it again after requeueAfterSeconds, and
+ * that new reservation is a watch event that queues its key. Until the caches have listed
+ * everything, and while one lists again after a 410, 401 or 403 (tsr_kube_cache_current), nothing
+ * is written and readiness says why.
  *
  * Ownership: the config is copied; the client is borrowed and must outlive the controller.
  * Thread-safety: tsr_controller_ready and tsr_controller_metrics may be called from any thread.

@@ -87,8 +87,7 @@ int ctl_node_credits_reconcile(struct tsr_controller *c, const struct ctl_node *
 /* *requeue_ms (0: none) asks for a look again (a draining ClusterQueue). */
 int ctl_chain_reconcile(struct tsr_controller *c, unsigned *requeue_ms);
 void ctl_workloads_scan(struct tsr_controller *c);
-/* Judges ns/name; *requeue_ms (0: none) asks for a look again after that long (a Retry). */
-int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name,
-                           unsigned *requeue_ms);
+/* Judges ns/name (a Retry is looked at again when Kueue reserves quota for it again). */
+int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name);
 
 #endif

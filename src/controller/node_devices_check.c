@@ -406,8 +406,7 @@ static int write_verdict(struct tsr_controller *c, json_t *obj,
         return rc;
 }
 
-int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name,
-                           unsigned *requeue_ms)
+int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name)
 {
         struct workloads ws = {0};
         struct ctl_nodes nodes = {0};
@@ -420,7 +419,6 @@ int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char 
         char key[600];
         int rc;
 
-        (void)requeue_ms;
         tsr_diag_clear(&diag);
         snprintf(key, sizeof(key), "%s/%s", ns, name);
         rc = workloads_load(c, &ws);

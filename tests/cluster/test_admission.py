@@ -366,10 +366,12 @@ def case_leader(t, cp, ctls):
     by = {n: [c.identity for c in (leader, standby)
               if w and c.find("msg=verdict workload=%s/%s " % (NS, w))] for n, w in wls.items()}
     pending = [n for n in names if by[n] == [standby.identity]]
+    # A verdict the old leader wrote just before SIGKILL may never have reached its log.
     t.ok(ran and all((check_state(workload_of(cp, n)) or {}).get("state") == "Ready"
-                     for n in names) and all(by[n] for n in names) and pending,
-         "leader: every Workload gets its verdict and runs; those still pending when the leader "
-         "died (%d of %d) from the new leader" % (len(pending), len(names)),
+                     for n in names) and pending and
+         not any(len(by[n]) > 1 for n in names),
+         "leader: every Workload gets its verdict once and runs; those still pending when the "
+         "leader died (%d of %d) from the new leader" % (len(pending), len(names)),
          {"verdicts logged by": by,
           "pods": {n: (phase(cp, n), check_state(workload_of(cp, n))) for n in names}})
     per_gpu = {}
