@@ -107,21 +107,39 @@ int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_d
         return 0;
 }
 
-const struct ctl_node *ctl_nodes_find(const struct ctl_nodes *nodes, const char *name)
+int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, bool *managed)
 {
-        for (size_t i = 0; i < nodes->n; i++)
-                if (!strcmp(nodes->v[i].name, name))
-                        return &nodes->v[i];
-        return NULL;
+        const char *name = ctl_meta_str(node, "name");
+        json_t *devices;
+        int rc;
+
+        *managed = false;
+        if (!name || strlen(name) >= sizeof(out->name))
+                return 0;
+        devices = tsr_kube_cache_get(c->cache, TSR_KUBE_CACHE_DEVICES, NULL, name);
+        if (!devices)
+                return 0;
+        rc = fill(out, json_incref(node), devices);
+        if (rc) {
+                ctl_node_release(out);
+                return rc;
+        }
+        *managed = true;
+        return 0;
+}
+
+void ctl_node_release(struct ctl_node *n)
+{
+        json_decref(n->node);
+        json_decref(n->devices);
+        free(n->caps);
+        memset(n, 0, sizeof(*n));
 }
 
 void ctl_nodes_release(struct ctl_nodes *nodes)
 {
-        for (size_t i = 0; i < nodes->n; i++) {
-                json_decref(nodes->v[i].node);
-                json_decref(nodes->v[i].devices);
-                free(nodes->v[i].caps);
-        }
+        for (size_t i = 0; i < nodes->n; i++)
+                ctl_node_release(&nodes->v[i]);
         free(nodes->v);
         memset(nodes, 0, sizeof(*nodes));
 }

@@ -8,13 +8,15 @@
  *
  * A Node whose Devices object cannot be read (an unknown product, a malformed spec) is managed
  * but serves no accelerator pool; the fault is kept in its `fault` for the caller to report.
- * Ownership: ctl_nodes_load fills *out (release with ctl_nodes_release); each entry owns copies
- * of its Node and Devices objects, and its chain node points into the entry.
+ * Ownership: ctl_nodes_load fills *out (release with ctl_nodes_release), ctl_node_load one entry
+ * (release with ctl_node_release); each entry owns copies of its Node and Devices objects, and
+ * its chain node points into the entry.
  */
 #ifndef TSR_CONTROLLER_MANAGED_NODES_H
 #define TSR_CONTROLLER_MANAGED_NODES_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/capability.h"
@@ -41,8 +43,15 @@ struct ctl_nodes {
 /* Loads the managed nodes. Returns 0, or TSR_ENOMEM with diag (*out then empty). */
 int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_diag *diag);
 
-/* The managed node named name, or NULL. */
-const struct ctl_node *ctl_nodes_find(const struct ctl_nodes *nodes, const char *name);
+/*
+ * Loads one node: node (a cached Node, borrowed) and its Devices object. Returns 0 with
+ * *managed false when it has no Devices object (or no usable name), 0 with *managed true and
+ * *out filled (release with ctl_node_release), or TSR_ENOMEM (*out then empty). A node's own
+ * reconciler reads it alone, so its cost does not grow with the pool.
+ */
+int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, bool *managed);
+
+void ctl_node_release(struct ctl_node *n);
 
 void ctl_nodes_release(struct ctl_nodes *nodes);
 

@@ -55,24 +55,26 @@ static bool up_to_date(json_t *node, json_t *want)
 
 int ctl_node_features_reconcile(struct tsr_controller *c, const char *name)
 {
-        struct ctl_nodes nodes;
+        struct ctl_node one;
         struct tsr_chain_labels labels = {0};
         struct tsr_diag diag;
-        const struct ctl_node *n;
+        const struct ctl_node *n = NULL;
         json_t *node, *want, *body;
         char path[320];
+        bool managed;
         int rc, credits_rc;
 
         tsr_diag_clear(&diag);
         node = tsr_kube_cache_get(c->cache, TSR_KUBE_CACHE_NODES, NULL, name);
         if (!node)
                 return 0; /* deleted: nothing to label */
-        rc = ctl_nodes_load(c, &nodes, &diag);
+        rc = ctl_node_load(c, node, &one, &managed);
         if (rc) {
                 json_decref(node);
                 return rc;
         }
-        n = ctl_nodes_find(&nodes, name);
+        if (managed)
+                n = &one;
         if (n) {
                 int bad = tsr_chain_node_labels(&n->chain, &labels, &diag);
 
@@ -86,7 +88,8 @@ int ctl_node_features_reconcile(struct tsr_controller *c, const char *name)
                                 n->fault, NULL);
         }
         credits_rc = ctl_node_credits_reconcile(c, n, node);
-        ctl_nodes_release(&nodes);
+        if (managed)
+                ctl_node_release(&one);
         want = json_object();
         if (!want || tsr_kueue_labels_set(want, &labels))
                 rc = TSR_ENOMEM;
