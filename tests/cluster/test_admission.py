@@ -41,27 +41,20 @@ import os
 import signal
 import sys
 
-import yaml
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, eventually  # noqa: E402
+from controller_view import (KQ, KQ_API, USER, check_state, condition, get, holder,  # noqa: E402
+                             install_rbac, lease)
+from controller_view import workload_of as view_workload_of  # noqa: E402
 from daemons import Controller, DeviceManager, WebhookServer, register_webhooks  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
 from names import entrance  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
 CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "crds", "*.yaml")))
-with open(os.path.join(ROOT, "deploy", "controller.yaml")) as _f:
-    MANIFEST = [d for d in yaml.safe_load_all(_f) if d]
-USER = "system:serviceaccount:gpustack-system:" + next(
-    d for d in MANIFEST if d["kind"] == "Deployment")["spec"]["template"]["spec"][
-    "serviceAccountName"]
-KQ = "kueue.x-k8s.io"
-KQ_API = "/apis/%s/v1beta2" % KQ
 IT_API = "/apis/worker.gpustack.ai/v1alpha1"
 NS = "team-a"
-CHECK = "gpustack-node-devices"
 ALLOC = "device.gpustack.ai/accelerator.allocated"
 H100 = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 A100 = "gpustack--nvidia-a100-sxm4-80gb-linux-amd64"
@@ -102,13 +95,6 @@ INSTANCE_TYPES = [
 ]
 
 
-def get(cp, path):
-    try:
-        return cp.api("GET", path)
-    except Exception:  # noqa: BLE001 - absent
-        return None
-
-
 def ctr(limits):
     return {"name": "main", "image": "vllm/vllm-openai:v0.8.5", "resources": {"limits": limits}}
 
@@ -147,26 +133,7 @@ def running(cp, names):
 
 
 def workload_of(cp, name):
-    for w in cp.api("GET", "%s/namespaces/%s/workloads" % (KQ_API, NS))["items"]:
-        for ref in w["metadata"].get("ownerReferences", []):
-            if ref["kind"] == "Pod" and ref["name"] == name:
-                w["metadata"].pop("managedFields", None)  # only noise in a failure's detail
-                return w
-    return None
-
-
-def check_state(w):
-    for c in ((w or {}).get("status") or {}).get("admissionChecks", []):
-        if c.get("name") == CHECK:
-            return c
-    return None
-
-
-def condition(w, kind):
-    for c in ((w or {}).get("status") or {}).get("conditions", []):
-        if c.get("type") == kind:
-            return c
-    return None
+    return view_workload_of(cp, NS, name)
 
 
 def grants(cp, name):
@@ -446,21 +413,10 @@ def instances(node):
         return [gi for gpu in json.load(f).get("gpus", []) for gi in gpu.get("instances", [])]
 
 
-def lease(cp):
-    return get(cp, "/apis/coordination.k8s.io/v1/namespaces/gpustack-system/leases/"
-                   "tessera-controller")
-
-
-def holder(cp):
-    return ((lease(cp) or {}).get("spec") or {}).get("holderIdentity")
-
-
 def run(t, tessera, cp):
     cp.install_crds(CRDS)
     cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    for d in MANIFEST:
-        if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
-            cp.ensure(d)
+    install_rbac(cp)
     kc = cp.write_kubeconfig("controller.kubeconfig", token=cp.users[USER])
     wh = WebhookServer(tessera, cp)
     nodes, dms, ctls = [], [], []

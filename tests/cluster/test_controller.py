@@ -25,52 +25,22 @@ import os
 import signal
 import sys
 
-import yaml
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, eventually  # noqa: E402
+from controller_view import (CHECK, KQ, KQ_API, USER, check_state, condition, get,  # noqa: E402
+                             holder, install_rbac, lease)
+from controller_view import workload_of as view_workload_of  # noqa: E402
 from daemons import Controller, DeviceManager  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
 CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "crds", "*.yaml")))
-with open(os.path.join(ROOT, "deploy", "controller.yaml")) as _f:
-    MANIFEST = [d for d in yaml.safe_load_all(_f) if d]
-USER = "system:serviceaccount:gpustack-system:" + next(
-    d for d in MANIFEST if d["kind"] == "Deployment")["spec"]["template"]["spec"][
-    "serviceAccountName"]
-KQ = "kueue.x-k8s.io"
-KQ_API = "/apis/%s/v1beta2" % KQ
 NS = "team-a"
 H100 = "NVIDIA H100 80GB HBM3:4:0000"
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 FLAVOR = "gpustack--generic--nvidia-h100-80gb-hbm3-linux-amd64-4d"
 AKEY = "acceleratable.feature.gpustack.ai/nvidia-h100-80gb-hbm3"
-CHECK = "gpustack-node-devices"
-
-
-def get(cp, path):
-    try:
-        return cp.api("GET", path)
-    except Exception:  # noqa: BLE001 - absent
-        return None
-
-
-def lease(cp):
-    return get(cp, "/apis/coordination.k8s.io/v1/namespaces/gpustack-system/leases/"
-                   "tessera-controller")
-
-
-def holder(cp):
-    return ((lease(cp) or {}).get("spec") or {}).get("holderIdentity")
-
-
-def condition(obj, kind):
-    for c in ((obj or {}).get("status") or {}).get("conditions", []):
-        if c.get("type") == kind:
-            return c
-    return None
 
 
 def pod(name, limits, queue):
@@ -82,18 +52,7 @@ def pod(name, limits, queue):
 
 
 def workload_of(cp, name):
-    for w in cp.api("GET", "%s/namespaces/%s/workloads" % (KQ_API, NS))["items"]:
-        for ref in w["metadata"].get("ownerReferences", []):
-            if ref["kind"] == "Pod" and ref["name"] == name:
-                return w
-    return None
-
-
-def check_state(w):
-    for c in ((w or {}).get("status") or {}).get("admissionChecks", []):
-        if c.get("name") == CHECK:
-            return c
-    return None
+    return view_workload_of(cp, NS, name)
 
 
 def phase(cp, name):
@@ -104,9 +63,7 @@ def phase(cp, name):
 def run(t, tessera, cp):
     cp.install_crds(CRDS)
     cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    for d in MANIFEST:  # the Deployment's RBAC, nothing else of the manifest
-        if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
-            cp.ensure(d)
+    install_rbac(cp)
     kc = cp.write_kubeconfig("controller.kubeconfig", token=cp.users[USER])
     nodes = [KubeletNode(cp, n).start() for n in ("node-a", "node-b")]
     dms = [DeviceManager(tessera, cp, n, H100) for n in nodes]
@@ -182,7 +139,6 @@ def run(t, tessera, cp):
         t.ok(generic and generic["spec"]["resourceGroups"][0]["coveredResources"] == ["cpu"] and
              not generic["spec"].get("admissionChecksStrategy"),
              "the generic CPU pool's ClusterQueue covers cpu, with no check", generic)
-        entrance = (cq or {}).get("metadata", {}).get("annotations", {})
         lqs = eventually(lambda: [q for q in cp.api("GET", KQ_API + "/localqueues")["items"]
                                   if q["spec"]["clusterQueue"] == POOL], 30)
         spaces = sorted(q["metadata"]["namespace"] for q in lqs or [])

@@ -39,7 +39,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -49,6 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "peers"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
 
+from daemons import Controller  # noqa: E402
 from drivers import TOKEN, ApiServer, eventually, write_kubeconfig  # noqa: E402
 from tap import Tap  # noqa: E402
 
@@ -151,7 +151,6 @@ class World:
         self.kubeconfig = os.path.join(d, "kubeconfig")
         write_kubeconfig(self.kubeconfig, self.api.port, os.path.join(d, "ca.crt"))
         self.ctl = None
-        self.lines = []
         for ns in ("default", NS, "gpustack-system", "kube-system"):
             self.api.create("/api/v1/namespaces", {"metadata": {"name": ns}})
         self.api.create("/api/v1/nodes", node("node-a"))
@@ -204,47 +203,24 @@ class World:
     # -- the controller --
 
     def start(self, extra=()):
-        self.ctl = subprocess.Popen(
-            [self.tessera, "controller", "--kubeconfig", self.kubeconfig, "--leader-elect=false",
-             "--identity", "faults", "--probe-port", "0", "--probe-bind", "127.0.0.1",
-             "--log-level", "debug", *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True)
+        self.ctl = Controller(self.tessera, None, "faults", kubeconfig=self.kubeconfig,
+                              extra=("--leader-elect=false", *extra))
 
-        def read():
-            for line in self.ctl.stderr:
-                self.lines.append(line.rstrip("\n"))
-        threading.Thread(target=read, daemon=True).start()
-        line = eventually(lambda: next((x for x in self.lines if "msg=serving" in x), None), 15)
-        if not line:
-            raise RuntimeError("tessera controller did not start:\n" + self.log())
-        self.probe_port = int(line.split(" probe_port=")[1].split()[0])
+    @property
+    def lines(self):
+        return self.ctl.lines if self.ctl else []
 
     def probe(self, path):
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.probe_port, path),
-                                        timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        return self.ctl.probe(path)
 
     def ready(self):
         return self.probe("/readyz")[0] == 200
 
     def log(self, last=60):
-        return "\n".join(self.lines[-last:])
+        return self.ctl.log(last) if self.ctl else ""
 
     def stop(self):
-        rc = None
-        if self.ctl and self.ctl.poll() is None:
-            self.ctl.terminate()
-            try:
-                rc = self.ctl.wait(15)
-            except subprocess.TimeoutExpired:
-                self.ctl.kill()
-                self.ctl.wait()
-        elif self.ctl:
-            rc = self.ctl.returncode
+        rc = self.ctl.stop() if self.ctl else None
         self.api.stop()
         return rc
 

@@ -1,0 +1,69 @@
+"""controller_view.py - what the controller suites read back from the test control plane, written
+once: the controller's Deployment manifest (deploy/controller.yaml) and the ServiceAccount user it
+runs as, its Lease and holder, a Workload by the Pod that owns it, and the gpustack-node-devices
+check's entry and a condition on such objects."""
+import os
+
+import yaml
+
+from controlplane import ROOT
+
+KQ = "kueue.x-k8s.io"
+KQ_API = "/apis/%s/v1beta2" % KQ
+CHECK = "gpustack-node-devices"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/gpustack-system/leases/tessera-controller"
+
+with open(os.path.join(ROOT, "deploy", "controller.yaml")) as _f:
+    MANIFEST = [d for d in yaml.safe_load_all(_f) if d]
+USER = "system:serviceaccount:gpustack-system:" + next(
+    d for d in MANIFEST if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+    "serviceAccountName"]
+
+
+def install_rbac(cp):
+    """The manifest's RBAC, nothing else of it: the controller runs as USER with only that."""
+    for d in MANIFEST:
+        if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+            cp.ensure(d)
+
+
+def get(cp, path):
+    """The object at path, or None when it is absent (or the request fails)."""
+    try:
+        return cp.api("GET", path)
+    except Exception:  # noqa: BLE001 - absent
+        return None
+
+
+def lease(cp):
+    return get(cp, LEASE)
+
+
+def holder(cp):
+    return ((lease(cp) or {}).get("spec") or {}).get("holderIdentity")
+
+
+def condition(obj, kind):
+    """The status condition of type kind, or None."""
+    for c in ((obj or {}).get("status") or {}).get("conditions", []):
+        if c.get("type") == kind:
+            return c
+    return None
+
+
+def workload_of(cp, ns, pod):
+    """The Workload Kueue made for Pod ns/pod (its managedFields dropped), or None."""
+    for w in cp.api("GET", "%s/namespaces/%s/workloads" % (KQ_API, ns))["items"]:
+        if any(r["kind"] == "Pod" and r["name"] == pod
+               for r in w["metadata"].get("ownerReferences", [])):
+            w["metadata"].pop("managedFields", None)  # only noise in a failure's detail
+            return w
+    return None
+
+
+def check_state(w):
+    """The Workload's gpustack-node-devices entry in status.admissionChecks, or None."""
+    for c in ((w or {}).get("status") or {}).get("admissionChecks", []):
+        if c.get("name") == CHECK:
+            return c
+    return None
