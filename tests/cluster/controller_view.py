@@ -67,3 +67,17 @@ def check_state(w):
         if c.get("name") == CHECK:
             return c
     return None
+
+
+def check_stopped(t, ctls, rcs, last=60):
+    """The suites' closing checks on their controller replicas (rcs: the exit statuses of those
+    still alive when stopped): each exited 0 on SIGTERM and none logged an error; on any failure
+    of t, each replica's last lines are noted."""
+    t.ok(all(rc == 0 for rc in rcs), "the live controller exits 0 on SIGTERM",
+         [c.log() for c in ctls])
+    logs = "\n".join(line for c in ctls for line in c.lines)
+    t.ok("level=error" not in logs, "no controller logged an error",
+         "\n".join(line for line in logs.splitlines() if "level=error" in line)[:3000])
+    if t.failed():
+        for c in ctls:
+            t.note("---- %s ----\n%s" % (c.identity, c.log(last)))

@@ -44,8 +44,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, eventually  # noqa: E402
-from controller_view import (KQ, KQ_API, USER, check_state, condition, get, holder,  # noqa: E402
-                             install_rbac, lease)
+from controller_view import (KQ, KQ_API, USER, check_state, check_stopped,  # noqa: E402
+                             condition, get, holder, install_rbac, lease)
 from controller_view import workload_of as view_workload_of  # noqa: E402
 from daemons import Controller, DeviceManager, WebhookServer, register_webhooks  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
@@ -473,14 +473,8 @@ def run(t, tessera, cp):
         for n in nodes:
             n.stop()
         wh.stop()
-    t.ok(all(rc == 0 for rc in rcs), "the live controller exits 0 on SIGTERM",
-         [c.log() for c in ctls])
-    logs = "\n".join(line for c in ctls for line in c.lines)
-    t.ok("level=error" not in logs, "no controller logged an error",
-         "\n".join(line for line in logs.splitlines() if "level=error" in line)[:3000])
+    check_stopped(t, ctls, rcs)
     if t.failed():
-        for c in ctls:
-            t.note("---- %s ----\n%s" % (c.identity, c.log(60)))
         for d in dms:
             t.note("---- device manager ----\n%s" % d.log(30))
 

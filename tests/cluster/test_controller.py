@@ -28,8 +28,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, eventually  # noqa: E402
-from controller_view import (CHECK, KQ, KQ_API, USER, check_state, condition, get,  # noqa: E402
-                             holder, install_rbac, lease)
+from controller_view import (CHECK, KQ, KQ_API, USER, check_state, check_stopped,  # noqa: E402
+                             condition, get, holder, install_rbac, lease)
 from controller_view import workload_of as view_workload_of  # noqa: E402
 from daemons import Controller, DeviceManager  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
@@ -226,14 +226,8 @@ def run(t, tessera, cp):
             dm.stop()
         for n in nodes:
             n.stop()
-    t.ok(all(rc == 0 for rc in rcs), "the live controller exits 0 on SIGTERM",
-         [c.log() for c in ctls])
-    logs = "\n".join(line for c in ctls for line in c.lines)
-    t.ok("level=error" not in logs, "no controller logged an error",
-         "\n".join(line for line in logs.splitlines() if "level=error" in line)[:3000])
+    check_stopped(t, ctls, rcs, last=80)
     if t.failed():
-        for c in ctls:
-            t.note("---- %s ----\n%s" % (c.identity, c.log(80)))
         t.note(json.dumps(get(cp, KQ_API + "/clusterqueues/" + POOL), indent=1)[:3000])
 
 
