@@ -230,9 +230,13 @@ def run(t, tessera, cp):
     cp.create(pod("gpu-1", lq[H100_POOL], {"nvidia.com/gpu": "1"}))
 
     def reserved():
+        # Kueue writes the reservation and the check's Pending entry in two updates: wait for
+        # both, or a loaded machine reads the Workload between them.
         w = workload_of(cp, "gpu-1")
         c = condition(w or {}, "QuotaReserved")
-        return w if c and c["status"] == "True" else None
+        listed = any(a.get("name") == "gpustack-node-devices" for a in (w or {}).get(
+            "status", {}).get("admissionChecks", []))
+        return w if c and c["status"] == "True" and listed else None
     wl = eventually(reserved, 90)
     status = (wl or {}).get("status", {})
     psa = status.get("admission", {}).get("podSetAssignments", [{}])[0]
