@@ -272,7 +272,9 @@ def case_unlisted(t, w):
         done = {r["path"].rsplit("/", 1)[1] for r in w.requests(s1)
                 if r["method"] == "GET" and not r["watch"] and r["code"] == 200}
         return len(done) == 8 and "workloads" not in done
-    listed = eventually(others_listed, 20)
+    # After 4 s of 500s a cache's next list may be a doubled backoff away (8 s and more, with
+    # jitter; slower under the sanitizers): wait past the 30 s cap.
+    listed = eventually(others_listed, 45)
     time.sleep(1)
     code, body = w.probe("/readyz")
     t.ok(listed and code == 503 and "the workloads cache has not listed yet" in body,
