@@ -70,43 +70,6 @@ static int fill(struct ctl_node *e, json_t *node, json_t *devices)
         return 0;
 }
 
-int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_diag *diag)
-{
-        json_t *nodes = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_NODES), *node;
-        size_t i;
-        int rc = 0;
-
-        memset(out, 0, sizeof(*out));
-        if (!nodes)
-                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-        out->v = calloc(json_array_size(nodes) + 1, sizeof(*out->v));
-        if (!out->v) {
-                json_decref(nodes);
-                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-        }
-        json_array_foreach(nodes, i, node)
-        {
-                const char *name = ctl_meta_str(node, "name");
-                json_t *devices;
-
-                if (!name || strlen(name) >= sizeof(out->v[0].name))
-                        continue;
-                devices = tsr_kube_cache_get(c->cache, TSR_KUBE_CACHE_DEVICES, NULL, name);
-                if (!devices)
-                        continue;
-                rc = fill(&out->v[out->n++], json_incref(node), devices);
-                if (rc)
-                        break;
-        }
-        json_decref(nodes);
-        if (rc) {
-                ctl_nodes_release(out);
-                return tsr_diag_set(diag, rc, "out of memory");
-        }
-        qsort(out->v, out->n, sizeof(*out->v), by_name);
-        return 0;
-}
-
 int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, bool *managed)
 {
         const char *name = ctl_meta_str(node, "name");
@@ -125,6 +88,39 @@ int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, 
                 return rc;
         }
         *managed = true;
+        return 0;
+}
+
+int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_diag *diag)
+{
+        json_t *nodes = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_NODES), *node;
+        size_t i;
+        int rc = 0;
+
+        memset(out, 0, sizeof(*out));
+        if (!nodes)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        out->v = calloc(json_array_size(nodes) + 1, sizeof(*out->v));
+        if (!out->v) {
+                json_decref(nodes);
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        }
+        json_array_foreach(nodes, i, node)
+        {
+                bool managed;
+
+                rc = ctl_node_load(c, node, &out->v[out->n], &managed);
+                if (rc)
+                        break;
+                if (managed)
+                        out->n++;
+        }
+        json_decref(nodes);
+        if (rc) {
+                ctl_nodes_release(out);
+                return tsr_diag_set(diag, rc, "out of memory");
+        }
+        qsort(out->v, out->n, sizeof(*out->v), by_name);
         return 0;
 }
 

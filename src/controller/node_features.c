@@ -58,7 +58,7 @@ int ctl_node_features_reconcile(struct tsr_controller *c, const char *name)
         struct ctl_node one;
         struct tsr_chain_labels labels = {0};
         struct tsr_diag diag;
-        const struct ctl_node *n = NULL;
+        const struct ctl_node *n;
         json_t *node, *want, *body;
         char path[320];
         bool managed;
@@ -73,8 +73,7 @@ int ctl_node_features_reconcile(struct tsr_controller *c, const char *name)
                 json_decref(node);
                 return rc;
         }
-        if (managed)
-                n = &one;
+        n = managed ? &one : NULL;
         if (n) {
                 int bad = tsr_chain_node_labels(&n->chain, &labels, &diag);
 
