@@ -24,20 +24,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
 
 from controlplane import ROOT, ControlPlane, eventually  # noqa: E402
+from controller_view import KQ_API, check_state, workload_of  # noqa: E402
 from daemons import Controller, DeviceManager  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
+from percentile import rank  # noqa: E402
 
 import glob  # noqa: E402
 
 NS = "bench"
-KQ_API = "/apis/kueue.x-k8s.io/v1beta2"
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
-
-
-def rank(sorted_values, q):
-    """Nearest-rank percentile q (0..100) of sorted_values."""
-    k = max(1, -(-len(sorted_values) * q // 100))
-    return sorted_values[int(k) - 1]
 
 
 def stage_times(pod, wl):
@@ -106,12 +101,11 @@ def main():
             """How often the Pod's Workload was answered Retry (Kueue's retryCount); records the
             Pod's stages from the Workload's and the Pod's own timestamps (1 s resolution)."""
             pod = cp.api("GET", "/api/v1/namespaces/%s/pods/%s" % (NS, name))
-            for w in cp.api("GET", "%s/namespaces/%s/workloads" % (KQ_API, NS))["items"]:
-                if any(o["name"] == name for o in w["metadata"].get("ownerReferences", [])):
-                    stages[name] = stage_times(pod, w)
-                    return max([c.get("retryCount", 0) for c in w.get("status", {}).get(
-                        "admissionChecks", [])] + [0])
-            return 0
+            w = workload_of(cp, NS, name)
+            if not w:
+                return 0
+            stages[name] = stage_times(pod, w)
+            return (check_state(w) or {}).get("retryCount", 0)
         todo = list(range(a.pods))
 
         def phase(name):

@@ -59,15 +59,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
 
 from controlplane import ROOT, ApiError, ControlPlane, eventually  # noqa: E402
+from controller_view import CHECK, KQ_API, check_state, condition  # noqa: E402
 from daemons import Controller, DeviceManager  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
+from percentile import rank  # noqa: E402
 
 NS = "bench"           # the Workloads
 BG_NS = "bench-bg"     # the Pods already running on the pool
-KQ_API = "/apis/kueue.x-k8s.io/v1beta2"
 DEVICES_API = "/apis/worker.gpustack.ai/v1alpha1/devices"
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
-CHECK = "gpustack-node-devices"
 CREDITS = "credits.gpustack.ai/nvidia"
 ALLOC = "device.gpustack.ai/accelerator.allocated"
 HOSTNAME = "kubernetes.io/hostname"
@@ -102,28 +102,8 @@ def node_pods(i):
     return []
 
 
-def rank(sorted_values, q):
-    """Nearest-rank percentile q (0..100) of sorted_values."""
-    k = max(1, -(-len(sorted_values) * q // 100))
-    return sorted_values[int(k) - 1]
-
-
 def now_rfc3339():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def condition(obj, kind):
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return c
-    return None
-
-
-def check_of(obj):
-    for c in ((obj or {}).get("status") or {}).get("admissionChecks") or []:
-        if c.get("name") == CHECK:
-            return c
-    return None
 
 
 class Client:
@@ -536,7 +516,7 @@ def main():
 
         def on_obj(obj, t):
             name = obj["metadata"]["name"]
-            c = check_of(obj)
+            c = check_state(obj)
             state = (c or {}).get("state")
             with lock:
                 if (condition(obj, "QuotaReserved") or {}).get("status") == "True" and \
