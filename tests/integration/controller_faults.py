@@ -216,6 +216,14 @@ class World:
     def ready(self):
         return self.probe("/readyz")[0] == 200
 
+    def start_settled(self, t):
+        """Starts the controller and checks it settles: ready, and w1 answered Retry (the holder
+        has the GPU). False (a failed check of t) when it does not."""
+        self.start()
+        return t.ok(eventually(self.ready, 20) and eventually(
+            lambda: (self.check_state() or {}).get("state") == "Retry", 20),
+            "ready, and w1 answered Retry", self.log())
+
     def log(self, last=60):
         return self.ctl.log(last) if self.ctl else ""
 
@@ -302,10 +310,7 @@ def hold_watch(w, plural):
 
 def case_watch_faults(t, w):
     """Watches answered 410 / ERROR 410 / cut / 500 / 429: relist or resume, converge, back off."""
-    w.start()
-    if not t.ok(eventually(w.ready, 20) and eventually(
-            lambda: (w.check_state() or {}).get("state") == "Retry", 20),
-            "ready, and w1 answered Retry", w.log()):
+    if not w.start_settled(t):
         return
     prev = None
     rounds = [("410 http", "namespaces"), ("ERROR 410", "workloads"), ("cut", "namespaces"),
@@ -473,10 +478,7 @@ def case_conflict(t, w):
 
 def case_token(t, w):
     """The token revoked mid-run: 401s, not ready, no write, backoff; recovery."""
-    w.start()
-    if not t.ok(eventually(w.ready, 20) and eventually(
-            lambda: (w.check_state() or {}).get("state") == "Retry", 20),
-            "ready, and w1 answered Retry", w.log()):
+    if not w.start_settled(t):
         return
     w.control("token", {"tokens": ["someone-else"]})
     w.control("drop")  # the live watches end, as a server that revoked the token ends them

@@ -152,10 +152,15 @@ def write_kubeconfig(fake, token):
     return path
 
 
-def api_for(path):
+def api_client_for(path):
+    """A python3-kubernetes ApiClient configured from the kubeconfig at path."""
     c = client.Configuration()
     config.load_kube_config(config_file=path, client_configuration=c)
-    return client.CustomObjectsApi(client.ApiClient(c))
+    return client.ApiClient(c)
+
+
+def api_for(path):
+    return client.CustomObjectsApi(api_client_for(path))
 
 
 def main():
@@ -391,9 +396,7 @@ def pod(name, node=None, labels=None, containers=None, status=None):
 
 
 def run_core(fake):
-    c = client.Configuration()
-    config.load_kube_config(config_file=write_kubeconfig(fake, "t1"), client_configuration=c)
-    ac = client.ApiClient(c)
+    ac = api_client_for(write_kubeconfig(fake, "t1"))
     core = client.CoreV1Api(ac)
     cust = client.CustomObjectsApi(ac)
 
@@ -640,9 +643,7 @@ def apply_call(api_client, path, body, manager):
 
 
 def run_controller_kinds(fake):
-    c = client.Configuration()
-    config.load_kube_config(config_file=write_kubeconfig(fake, "t1"), client_configuration=c)
-    ac = client.ApiClient(c)
+    ac = api_client_for(write_kubeconfig(fake, "t1"))
     core = client.CoreV1Api(ac)
     cust = client.CustomObjectsApi(ac)
     coord = client.CoordinationV1Api(ac)
