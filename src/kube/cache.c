@@ -613,11 +613,15 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
                         goto nomem;
                 cancels++;
         }
+        /* Published before the first watcher starts: a change callback may reach the cache
+         * through the pointer its caller stored from *out. */
+        *out = c;
         for (r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
                 if (!(c->watched & TSR_KUBE_CACHE_BIT(r)))
                         continue;
                 if (pthread_create(&c->w[r].thread, NULL, watcher_main, &c->w[r])) {
                         stop_and_join(c);
+                        *out = NULL;
                         tsr_kube_cache_free(c);
                         return tsr_diag_set(diag, TSR_EIO,
                                             "kube cache: cannot start the %s watcher thread",
@@ -625,7 +629,6 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
                 }
                 c->w[r].started = true;
         }
-        *out = c;
         return 0;
 
 nomem:

@@ -30,7 +30,8 @@
  * (opts.on_change) runs on the resource's watcher thread, outside every lock of the cache, after
  * the resource's first list, after each later list that changed what it holds and after each
  * ADDED, MODIFIED or DELETED event that changed it; callbacks of one resource never overlap,
- * those of different resources may run concurrently.
+ * those of different resources may run concurrently. *out is set before the first watcher starts,
+ * so a callback may use the cache through the pointer its caller stored there.
  *
  * Ownership: tsr_kube_cache_new returns a new cache (stop and free with tsr_kube_cache_free). Every
  * lookup returns a new jansson reference (json_decref) or NULL. Thread-safe.

@@ -535,21 +535,23 @@ static void test_entrance(void **state)
  */
 
 struct changes {
-        _Atomic(struct tsr_kube_cache *) cache; /* set once new returned */
+        struct tsr_kube_cache *cache; /* new's *out: set before the first callback can run */
         atomic_ulong n[TSR_KUBE_CACHE_N_RESOURCES];
-        atomic_ulong reads; /* snapshots the callback took */
+        atomic_ulong reads;   /* snapshots the callback took */
+        atomic_ulong unbound; /* callbacks that found the stored pointer still NULL */
 };
 
 static void on_change(void *ctx, enum tsr_kube_cache_resource r)
 {
         struct changes *ch = ctx;
-        struct tsr_kube_cache *c = atomic_load(&ch->cache);
 
         atomic_fetch_add(&ch->n[r], 1);
-        if (c) { /* would deadlock if called under the cache's lock */
-                json_decref(tsr_kube_cache_pods(c));
-                atomic_fetch_add(&ch->reads, 1);
+        if (!ch->cache) {
+                atomic_fetch_add(&ch->unbound, 1);
+                return;
         }
+        json_decref(tsr_kube_cache_pods(ch->cache)); /* would deadlock under the cache's lock */
+        atomic_fetch_add(&ch->reads, 1);
 }
 
 /* Creates Pod ns/name on node (NULL: unscheduled); returns its uid (static storage). */
@@ -617,7 +619,8 @@ static void test_node_pods(void **state)
         for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++)
                 atomic_init(&ch.n[r], 0);
         atomic_init(&ch.reads, 0);
-        atomic_init(&ch.cache, NULL);
+        atomic_init(&ch.unbound, 0);
+        ch.cache = NULL;
         o.ctx = &ch;
         snprintf(uid1, sizeof(uid1), "%s", create_pod("ml", "p1", "node-a"));
         snprintf(uid2, sizeof(uid2), "%s", create_pod("ml", "p2", "node-b"));
@@ -626,8 +629,8 @@ static void test_node_pods(void **state)
         create_pod("other", "p5", "node-a-2");
 
         tsr_diag_clear(&diag);
-        assert_int_equal(tsr_kube_cache_new_opts(R.client, &o, &c, &diag), 0);
-        atomic_store(&ch.cache, c);
+        assert_int_equal(tsr_kube_cache_new_opts(R.client, &o, &ch.cache, &diag), 0);
+        c = ch.cache;
         assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
 
         /* The list: this node's Pods of every namespace, nobody else's. */
@@ -696,6 +699,7 @@ static void test_node_pods(void **state)
         EVENTUALLY(!has_pod(c, "ml", "p7"), "DELETED p7 leaves the cache");
         EVENTUALLY(changes_of(&ch, TSR_KUBE_CACHE_PODS) > n0, "DELETED calls back");
         assert_true(atomic_load(&ch.reads) > 0);
+        assert_int_equal(atomic_load(&ch.unbound), 0); /* every callback reached the cache */
 
         tsr_kube_cache_free(c);
         for (const char *const *q =
