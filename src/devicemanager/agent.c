@@ -803,28 +803,80 @@ static bool settle_partition(struct tsr_dm_agent *a, const struct tsr_accel_ledg
         return true;
 }
 
-/* Visibility: the accelerators the Pod's other containers hold (none: "void"). */
-static void settle_visibility(struct tsr_dm_agent *a, json_t *pod, const char *uid,
-                              struct tsr_dp_grant *g)
+/*
+ * The MIG device container (of Pod uid) holds as aa records it, for its Pod's visibility sidecar:
+ * the instance its ownership marker names, read and liveness-checked now (tsr_mig_held), under mu,
+ * which is the node's MIG lock: reclaim cannot destroy or recreate it before the answer is given.
+ * Returns true with the MIG UUID in mig, or false with out answered: refused, never the parent
+ * GPU in its place.
+ */
+static bool visible_partition(struct tsr_dm_agent *a, const char *pod, const char *uid,
+                              const char *container, const struct tsr_accel_allocation *aa,
+                              char *mig, size_t len, struct tsr_dm_answer *out)
+{
+        struct tsr_mig_marker m;
+        struct tsr_diag d;
+        unsigned gpu;
+        int rc;
+
+        tsr_diag_clear(&d);
+        rc = tsr_mig_held(&a->opts.gpus, a->opts.store, a->caps, a->node.n, uid, container, aa->id,
+                          &m, &gpu, &d);
+        if (!rc && aa->physical_id[0] && strcmp(aa->physical_id, m.mig_uuid))
+                rc = tsr_diag_set(&d, TSR_ESTALE,
+                                  "the allocation of container %s records MIG device %s, its "
+                                  "MIG ownership marker %s",
+                                  container, aa->physical_id, m.mig_uuid);
+        if (rc) {
+                answer(out, rc == TSR_ESTALE ? TSR_DM_FAILED_PRECONDITION : TSR_DM_INTERNAL,
+                       "visibility container %s of Pod %s refused: %s; the parent GPU is never "
+                       "shown in place of a partition",
+                       out->container, pod, d.msg);
+                return false;
+        }
+        snprintf(mig, len, "%s", m.mig_uuid);
+        return true;
+}
+
+/*
+ * Visibility: the accelerators the Pod's other containers hold (none: "void"): a whole GPU, a
+ * share or a slice by its UUID; a partition by its MIG device, live (visible_partition), or
+ * nothing at all. Under mu. Returns true with g, or false with out answered (g granting nothing).
+ */
+static bool settle_visibility(struct tsr_dm_agent *a, json_t *pod, const char *uid,
+                              struct tsr_dp_grant *g, struct tsr_dm_answer *out)
 {
         struct tsr_container_allocation *alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
         size_t na = 0;
+        bool ok = true;
 
         memset(g, 0, sizeof(*g));
-        if (alloc)
-                pod_allocation(pod, alloc, &na);
-        for (size_t k = 0; k < a->n_res && alloc && na < TSR_ALLOC_CONTAINERS_MAX; k++)
+        if (!alloc) {
+                answer(out, TSR_DM_INTERNAL, "device manager: out of memory");
+                return false;
+        }
+        pod_allocation(pod, alloc, &na);
+        for (size_t k = 0; k < a->n_res && na < TSR_ALLOC_CONTAINERS_MAX; k++)
                 if (!strcmp(a->res[k].uid, uid))
                         alloc[na++] = a->res[k].alloc;
-        for (size_t i = 0; i < na; i++)
-                for (size_t x = 0; x < alloc[i].n; x++) {
+        for (size_t i = 0; i < na && ok; i++)
+                for (size_t x = 0; x < alloc[i].n && ok; x++) {
                         const struct tsr_accel_allocation *aa = &alloc[i].accels[x];
-                        const char *dev = aa->physical_id[0] ? aa->physical_id : aa->id;
+                        char mig[TSR_MIG_MARKER_UUID_MAX];
+                        const char *dev = aa->id;
 
-                        if (!strstr(g->visible, dev))
+                        if (aa->mode == TSR_MODE_PARTITIONED || aa->physical_id[0]) {
+                                ok = visible_partition(a, out->pod, uid, alloc[i].container, aa,
+                                                       mig, sizeof(mig), out);
+                                dev = mig;
+                        }
+                        if (ok && !strstr(g->visible, dev))
                                 tsr_dp_grant_expose(g, dev);
                 }
         free(alloc);
+        if (!ok)
+                memset(g, 0, sizeof(*g));
+        return ok;
 }
 
 static int add_reservation(struct tsr_dm_agent *a, json_t *pod, const char *container,
@@ -986,8 +1038,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 granted = settle_partition(a, ledger, &id, uid, ids, n_ids, g, out);
                 break;
         case TSR_FAMILY_VISIBILITY:
-                settle_visibility(a, id.pod, uid, g);
-                granted = true;
+                granted = settle_visibility(a, id.pod, uid, g, out);
                 break;
         default: {
                 const char *why = held_back_by(a, ids, n_ids);

@@ -28,7 +28,10 @@
  * Allocate (spec/upstream-behavior.md §8): under one node-wide mutex, identify the container
  * (pod-resources first when the caller can ask it, else the oldest pending Pod), refuse or settle
  * the claim (accelerator-bound: the tokens name the cards; partitioned: carve or reuse a MIG
- * instance with its durable marker; visibility: the cards the Pod already holds), and reserve.
+ * instance with its durable marker; visibility: the cards the Pod already holds, a partition as
+ * its MIG device only, which tsr_mig_held reads back from its marker and checks live under the
+ * lock, the sidecar refused FailedPrecondition -- never shown the GPU -- when that fails), and
+ * reserve.
  * A visibility grant is reserved too (charging nothing, never written into the annotation, kept
  * until its Pod is gone), so its container is not named twice; and a visibility container is
  * named only in a Pod whose accelerator containers are all served (deviceplugin/identify.h), the

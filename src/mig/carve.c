@@ -250,3 +250,161 @@ int tsr_mig_reserve(const struct tsr_mig_gpus *gpus, struct tsr_mig_store *store
         free(r.markers);
         return rc;
 }
+
+/* ---- the instance a container holds -------------------------------------------------------- */
+
+/*
+ * Whether the driver offers mp on GPU g now (profile_info at its NVML index, with the catalog's id
+ * and compute slices, as detection asks it): 0 when it does, 1 when it does not, or the backend's
+ * error with diag.
+ */
+static int driver_offers(const struct tsr_mig_gpus *gpus, unsigned g,
+                         const struct tsr_mig_profile *mp, struct tsr_diag *diag)
+{
+        struct tsr_gpu_profile_info pi;
+        const char *detail;
+        int rc = gpus->ops->profile_info(gpus->be, g, mp->nvml_index, &pi);
+
+        if (rc == TSR_ENOTSUP || rc == TSR_EINVAL || rc == TSR_ENOTFOUND)
+                return 1;
+        if (!rc)
+                return pi.id == mp->gi_profile_id && pi.slices == mp->compute_slices ? 0 : 1;
+        detail = gpus->ops->error_detail ? gpus->ops->error_detail(gpus->be) : "";
+        return tsr_diag_set(diag, rc, "GPU %u: reading profile %s: %s%s%s", g, mp->name,
+                            tsr_mig_nvml_error(rc), detail[0] ? ": " : "", detail);
+}
+
+/* The GPU instance gi_id on card, or NULL. */
+static const struct tsr_gpu_instance *instance_by_id(const struct tsr_mig_card *card,
+                                                     unsigned gi_id)
+{
+        for (size_t k = 0; k < card->n; k++)
+                if (card->inst[k].gi_id == gi_id)
+                        return &card->inst[k];
+        return NULL;
+}
+
+/* The live checks of tsr_mig_held on marker m, once found on GPU g of snap. */
+static int held_live(const struct tsr_mig_gpus *gpus, const struct tsr_accel_cap *cap,
+                     const struct tsr_mig_card *c, unsigned g, const struct tsr_mig_marker *m,
+                     struct tsr_diag *diag)
+{
+        const struct tsr_mig_profile *mp =
+            cap->product ? tsr_product_profile(cap->product, m->profile) : NULL;
+        const struct tsr_gpu_instance *in;
+        bool offered = false;
+        int rc;
+
+        if (!c->mig)
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "the MIG ownership marker of pod %s container %s records "
+                                    "profile %s, which GPU %s no longer offers (MIG mode is off)",
+                                    m->pod_uid, m->container, m->profile, m->card);
+        if (mp && cap->partitioned &&
+            (cap->offered >> (unsigned)(mp - cap->product->profiles)) & 1u) {
+                rc = driver_offers(gpus, g, mp, diag);
+                if (rc < 0)
+                        return rc;
+                offered = rc == 0;
+        }
+        if (!offered)
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "the MIG ownership marker of pod %s container %s records "
+                                    "profile %s, which GPU %s no longer offers",
+                                    m->pod_uid, m->container, m->profile, m->card);
+        in = instance_by_id(c, m->gi_id);
+        if (!in)
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "the MIG instance %s (GPU instance %u on %s) recorded for pod "
+                                    "%s container %s is gone",
+                                    m->mig_uuid, m->gi_id, m->card, m->pod_uid, m->container);
+        if (!in->n_ci)
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "the MIG instance %s (GPU instance %u on %s) recorded for pod "
+                                    "%s container %s is gone: its GPU instance has no compute "
+                                    "instance left",
+                                    m->mig_uuid, m->gi_id, m->card, m->pod_uid, m->container);
+        if (tsr_gpu_instance_subdivided(in))
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "the MIG instance %s (GPU instance %u on %s) recorded for pod "
+                                    "%s container %s was subdivided by hand (%u compute "
+                                    "instances): it is no single device",
+                                    m->mig_uuid, m->gi_id, m->card, m->pod_uid, m->container,
+                                    in->n_ci);
+        if (strcmp(in->mig_uuid, m->mig_uuid))
+                return tsr_diag_set(diag, TSR_ESTALE,
+                                    "the MIG instance %s (GPU instance %u on %s) recorded for pod "
+                                    "%s container %s was recreated: GPU instance %u now carries %s",
+                                    m->mig_uuid, m->gi_id, m->card, m->pod_uid, m->container,
+                                    in->gi_id, in->mig_uuid);
+        return 0;
+}
+
+int tsr_mig_held(const struct tsr_mig_gpus *gpus, struct tsr_mig_store *store,
+                 const struct tsr_accel_cap *caps, size_t n, const char *pod_uid,
+                 const char *container, const char *card, struct tsr_mig_marker *out, unsigned *gpu,
+                 struct tsr_diag *diag)
+{
+        struct tsr_mig_marker_entry *markers = malloc(TSR_MIG_MARKERS_MAX * sizeof(*markers));
+        const struct tsr_mig_marker_entry *own = NULL, *elsewhere = NULL;
+        struct tsr_mig_snapshot *snap = NULL;
+        size_t n_markers = 0;
+        int g = -1, rc;
+
+        if (!markers)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        rc = tsr_mig_store_list(store, markers, TSR_MIG_MARKERS_MAX, &n_markers, diag);
+        for (size_t i = 0; !rc && i < n_markers && !own; i++) {
+                const struct tsr_mig_marker_entry *e = &markers[i];
+
+                if (strcmp(e->pod_uid, pod_uid) || strcmp(e->container, container))
+                        continue;
+                if (!strcmp(e->card, card))
+                        own = e;
+                else if (!elsewhere)
+                        elsewhere = e;
+        }
+        if (rc)
+                goto out;
+        if (!own && elsewhere) {
+                rc = tsr_diag_set(diag, TSR_ESTALE,
+                                  "the MIG ownership marker of pod %s container %s names GPU %s, "
+                                  "not GPU %s its allocation records",
+                                  pod_uid, container, elsewhere->card, card);
+                goto out;
+        }
+        if (!own) {
+                rc = tsr_diag_set(diag, TSR_ESTALE,
+                                  "the MIG ownership marker of pod %s container %s on GPU %s is "
+                                  "missing",
+                                  pod_uid, container, card);
+                goto out;
+        }
+        if (own->corrupt) {
+                rc = tsr_diag_set(diag, TSR_ESTALE,
+                                  "the MIG ownership marker %s of pod %s container %s is corrupt "
+                                  "(%s)",
+                                  own->path, pod_uid, container, own->why);
+                goto out;
+        }
+        rc = tsr_mig_snapshot_new(gpus, &snap, diag);
+        if (rc)
+                goto out;
+        g = tsr_mig_snapshot_find(snap, own->m.card);
+        if (g < 0 || (size_t)g >= n || strcmp(caps[g].uuid, own->m.card)) {
+                rc = tsr_diag_set(diag, TSR_ESTALE,
+                                  "the MIG ownership marker of pod %s container %s names GPU %s, "
+                                  "which is not a GPU of this node",
+                                  pod_uid, container, own->m.card);
+                goto out;
+        }
+        rc = held_live(gpus, &caps[g], &snap->card[g], (unsigned)g, &own->m, diag);
+        if (!rc) {
+                *out = own->m;
+                *gpu = (unsigned)g;
+        }
+out:
+        free(snap);
+        free(markers);
+        return rc;
+}

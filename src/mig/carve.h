@@ -1,7 +1,8 @@
 /*
  * carve.h - reserving the MIG instance one container gets (gate 5's partition Allocate), with its
  * ownership marker (spec/upstream-behavior.md §8 "MIG ownership marker", seeds/nvidia-mig.md
- * "Requesting a partition").
+ * "Requesting a partition"); and reading back, live, the instance a container holds (the grant of
+ * its Pod's SSH sidecar, tsr_mig_held).
  *
  * Reserve order, exactly:
  *   1. reuse: the container's own marker, when its GPU instance is live and still carries the
@@ -72,5 +73,35 @@ int tsr_mig_reserve(const struct tsr_mig_gpus *gpus, struct tsr_mig_store *store
                     const struct tsr_accel_cap *caps, const struct tsr_accel_ledger *ledger,
                     size_t n, const struct tsr_mig_request *req, struct tsr_mig_grant *out,
                     struct tsr_diag *diag);
+
+/*
+ * The MIG instance container (pod_uid, container) holds on card (the GPU UUID its allocation
+ * records), as its ownership marker says, checked against the hardware now: what a visibility
+ * sidecar of the same Pod is shown, never the parent GPU (seeds/nvidia-mig.md "An SSH-enabled
+ * Instance sees its partition, not the GPU"). Reads the store once and the GPUs once; checks, in
+ * this order, each failure FAILING CLOSED with TSR_ESTALE and diag naming the case:
+ *   - the container has a marker on card                ("... is missing"; a corrupt one: "... is
+ *                                                         corrupt (why)");
+ *   - it names card, a GPU of caps[0..n)                ("... names GPU X, not GPU Y ..." when its
+ *                                                         only marker is on another card, or X is
+ *                                                         not this node's);
+ *   - that GPU is in MIG mode and still offers the recorded profile: the detected capability and
+ *     the driver's profile_info now, with the catalog's id ("... records profile P, which GPU X no
+ *     longer offers", "(MIG mode is off)" when it is);
+ *   - GPU instance giID is live                         ("... is gone"; without a compute
+ *                                                         instance: "... is gone: ...");
+ *   - it is whole                                       ("... was subdivided by hand");
+ *   - and carries the recorded MIG UUID, since a destroyed instance's id can be reassigned
+ *     ("... was recreated: GPU instance N now carries MIG-...").
+ * Returns 0 with *out (the marker) and *gpu (its index), TSR_ESTALE as above, or the store's or
+ * backend's read error (diag says which). Reads only: nothing is created, destroyed or written.
+ *
+ * LOCKING: as tsr_mig_reserve: the caller holds the node's MIG lock across this call AND the use
+ * of *out, so the instance checked is the one granted (reclaim cannot destroy it in between).
+ */
+int tsr_mig_held(const struct tsr_mig_gpus *gpus, struct tsr_mig_store *store,
+                 const struct tsr_accel_cap *caps, size_t n, const char *pod_uid,
+                 const char *container, const char *card, struct tsr_mig_marker *out, unsigned *gpu,
+                 struct tsr_diag *diag);
 
 #endif

@@ -30,11 +30,12 @@ restart (sockets deleted) followed by re-registration, one restart of the server
 kubelet (every fake kubelet can be one) whose cleanup deletes the sockets 200 ms apart: one restart of the servers,
 no Register failing, all registered again; the partition's Pod deleted (the user's graceful
 delete, then the kubelet's final one), then its instance and marker reclaimed after the debounce;
-a device manager restart (SIGTERM exits 0 and removes its sockets) that re-registers and reuses a
-live partition's instance for the same container (without pod-resources: refuses to guess it,
-FailedPrecondition); every request it made answered 2xx (its missing Devices object's 404
-aside) with no warning, the Devices object stored exactly as it wrote it; and nothing but log
-lines on stderr.
+an SSH Pod's sidecar shown exactly its main's MIG device, and refused (shown nothing) once
+that partition's marker is gone from disk; a device manager restart (SIGTERM exits 0 and removes
+its sockets) that re-registers and reuses a live partition's instance for the same container
+(without pod-resources: refuses to guess it, FailedPrecondition); every request it made
+answered 2xx (its missing Devices object's 404 aside) with no warning, the Devices object stored
+exactly as it wrote it; and nothing but log lines on stderr.
 
 TSR_DM_KUBELET_RESTARTS=N repeats the plain kubelet restart check N times (default 1).
 
@@ -246,12 +247,17 @@ def check_identity(cp, token, user):
 
 # ---- the node: API objects, the fake kubelet, the disk -------------------------------------------
 
-def pod(name, limits, container="main"):
+def pod(name, limits, container="main", sidecar=None):
+    """A Pod of one container; with sidecar (its limits), an `sshd` container after it, as an SSH
+    Instance's Pod has."""
+    containers = [{"name": container, "image": "registry.example/cuda:12",
+                   "resources": {"limits": limits}}]
+    if sidecar is not None:
+        containers.append({"name": "sshd", "image": "registry.example/sshd:9",
+                           "resources": {"limits": sidecar}})
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": NS},
-            "spec": {"nodeName": NODE, "restartPolicy": "Never", "containers": [
-                {"name": container, "image": "registry.example/cuda:12",
-                 "resources": {"limits": limits}}]}}
+            "spec": {"nodeName": NODE, "restartPolicy": "Never", "containers": containers}}
 
 
 class Node:
@@ -261,8 +267,8 @@ class Node:
         self.cp, self.kn, self.podres, self.pods = cp, kubelet_node, podres, []
         self.d = kubelet_node.dir
 
-    def create(self, name, limits):
-        p = self.cp.create(pod(name, limits))
+    def create(self, name, limits, sidecar=None):
+        p = self.cp.create(pod(name, limits, sidecar=sidecar))
         self.pods.append(name)
         self.publish()
         return p
@@ -301,9 +307,9 @@ class Node:
     def node(self):
         return self.cp.api("GET", "/api/v1/nodes/" + NODE)
 
-    def allocate(self, family, name, **kw):
+    def allocate(self, family, name, container="main", **kw):
         return self.kn.call("allocate", resource=RES[family], namespace=NS, pod=name,
-                            container="main", **kw)
+                            container=container, **kw)
 
 
 def env(reply):
@@ -510,6 +516,45 @@ def check_reclaim(node, d):
     ok(eventually_value(lambda: not markers(d), timeout=5), "and its marker removed", markers(d))
 
 
+def check_sidecar(node, d):
+    """An SSH Instance's Pod: `main` holds a MIG partition and its `sshd` sidecar is shown exactly
+    that MIG device, never the GPU; a second such Pod whose marker is gone from disk has its
+    sidecar refused, shown nothing (seeds/nvidia-mig.md "An SSH-enabled `Instance` sees its
+    partition"). Both Pods deleted, their instances are reclaimed."""
+    part = {"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-1g.10gb": "1",
+            "nvidia.com/gpu.partitioned.units": "200000"}
+    vis = {RES["visibility"]: "1"}
+    wait_listed(node.kn, "partitioned")
+    wait_listed(node.kn, "visibility")
+    node.create("ssh", part, sidecar=vis)
+    main = node.allocate("partitioned", "ssh", size=1)
+    ok(main.get("ok") and env(main).startswith("MIG-"), "an SSH Pod's main gets a MIG partition",
+       main)
+    r = node.allocate("visibility", "ssh", container="sshd", size=1)
+    ok(r.get("ok") and env(r) == env(main) and "GPU-" not in env(r),
+       "its sshd sidecar is shown exactly that MIG device, not the GPU", {"main": main, "sshd": r})
+
+    node.create("ssh-lost", part, sidecar=vis)
+    main = node.allocate("partitioned", "ssh-lost", size=1)
+    uid = node.get_pod("ssh-lost")["metadata"]["uid"]
+    mine = [m for m in markers(d) if os.sep + uid + os.sep in m]
+    ok(main.get("ok") and len(mine) == 1, "a second SSH Pod's main gets its partition and marker",
+       {"reply": main, "markers": mine})
+    for m in mine:
+        os.remove(m)
+    r = node.allocate("visibility", "ssh-lost", container="sshd", size=1)
+    ok(not r.get("ok") and r.get("code") == "FAILED_PRECONDITION"
+       and "is missing" in r.get("details", "") and not env(r),
+       "its marker removed from disk, the sidecar is refused (FailedPrecondition), shown nothing",
+       r)
+    node.delete("ssh")
+    node.delete("ssh-lost")
+    ok(eventually_value(lambda: not any(g["instances"] for g in gpu_state(d)["gpus"])
+                        and not markers(d), timeout=15),
+       "both Pods deleted, their instances (one now unmarked) are reclaimed",
+       {"gpus": gpu_state(d)["gpus"], "markers": markers(d)})
+
+
 def check_requests(cp, rec):
     calls = rec.snapshot()
     bad = [c for c in calls if c["status"] >= 300 and not (
@@ -579,6 +624,7 @@ def run(tessera, impl):
                                                   cleanup_delay=0.2)
         ok(not failed_regs, "no Register failed while the slow kubelet cleaned up", failed_regs)
         check_reclaim(node, d)
+        check_sidecar(node, d)
 
         node.create("mig2", {"nvidia.com/gpu.partitioned": "1",
                              "nvidia.com/gpu.partitioned.mig-1g.10gb": "1",

@@ -16,6 +16,12 @@
  *               idle one), and the smallest waiting slice's units when pod-resources lists nobody;
  *   visibility  without pod-resources a sidecar is its own Pod's: served once, and only once its
  *               Pod's accelerator containers are (never the oldest pending Pod's);
+ *   sidecar     a Pod whose main holds a 3g.40gb partition: its sshd is shown exactly that MIG
+ *               UUID (not the GPU's); refused FailedPrecondition naming the case, shown nothing
+ *               and not reserved (named again), when between main's Allocate and sshd's the
+ *               marker is removed (served once it is back), names another GPU (of the node, or
+ *               of another node), the driver no longer offers the profile, the GPU left MIG
+ *               mode, the instance vanished, or it was recreated (same GI id, new MIG UUID);
  *   annotations one naming a GPU past the node's, two overlapping partitions, one that does not
  *               decode: left out of the ledger and logged once with the UID and the reason; the
  *               GPUs they name refused (naming the Pod), Unhealthy and skipped by the MIG carve;
@@ -1175,6 +1181,232 @@ static void test_visibility_own_pod(void **state)
         assert_int_equal(tsr_dm_agent_sync(N.agent), 0); /* nothing to record for a sidecar */
 }
 
+/* ---- a partition's visibility sidecar ------------------------------------------------------ */
+
+/* The marker of Pod name's container main into *e (it must be the only one of that Pod). */
+static void own_marker(const char *name, struct tsr_mig_marker_entry *e)
+{
+        struct tsr_mig_marker_entry *all = malloc(TSR_MIG_MARKERS_MAX * sizeof(*all));
+        char uid[48];
+        size_t n = 0, found = 0;
+
+        assert_non_null(all);
+        snprintf(uid, sizeof(uid), "uid-%s", name);
+        assert_int_equal(tsr_mig_store_list(N.store, all, TSR_MIG_MARKERS_MAX, &n, NULL), 0);
+        for (size_t i = 0; i < n; i++)
+                if (!strcmp(all[i].pod_uid, uid) && !strcmp(all[i].container, "main")) {
+                        *e = all[i];
+                        found++;
+                }
+        free(all);
+        assert_int_equal(found, 1);
+        assert_false(e->corrupt);
+}
+
+/*
+ * A pending Pod name whose "main" asks for a 3g.40gb partition and "sshd" for one visibility
+ * token; main's Allocate carves it on the first MIG GPU. Its marker into *e.
+ */
+static void partition_with_sidecar(const char *name, struct tsr_mig_marker_entry *e)
+{
+        struct tsr_dp_device *list;
+        struct tsr_dm_answer a;
+        const char *ids[1];
+        size_t n;
+
+        add_pod(&N, name, TSR_FAMILY_PARTITIONED,
+                limits_of(TSR_FAMILY_PARTITIONED, 1, "3g.40gb", 800000), "Pending");
+        add_container(name, "sshd",
+                      json_pack("{s:s}", "device.gpustack.ai/nvidia.visibility", "1"));
+        assert_int_equal(tsr_dm_agent_devices(N.agent, TSR_FAMILY_PARTITIONED, &list, &n), 0);
+        assert_true(n > 0);
+        ids[0] = list[0].id;
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_PARTITIONED, ids, 1, &a);
+        free(list);
+        if (a.code != TSR_DM_OK)
+                fail_msg("partition Allocate refused: %s", a.message);
+        assert_string_equal(a.container, "main");
+        own_marker(name, e);
+        assert_string_equal(e->m.mig_uuid, a.visible);
+        assert_string_equal(e->m.card, N.caps[N.mig[0]].uuid);
+        assert_string_equal(e->m.profile, "3g.40gb");
+}
+
+/* The sidecar's Allocate of visibility token k into *a. */
+static void sidecar(unsigned k, struct tsr_dm_answer *a)
+{
+        char t[TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t, TSR_FAMILY_VISIBILITY, N.mig[1], k)};
+
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_VISIBILITY, ids, 1, a);
+}
+
+/*
+ * Pod name's sidecar is refused FailedPrecondition with why in the message, shown nothing; the
+ * refusal reserved nothing, so the same sidecar is named (and refused) again.
+ */
+static void expect_sidecar_refused(const char *name, const char *why)
+{
+        char pod[64];
+        struct tsr_dm_answer a;
+
+        snprintf(pod, sizeof(pod), NS "/%s", name);
+        for (unsigned k = 0; k < 2; k++) {
+                sidecar(k, &a);
+                if (a.code != TSR_DM_FAILED_PRECONDITION || !strstr(a.message, why))
+                        fail_msg("sidecar Allocate: code %d \"%s\" (shown \"%s\"); want "
+                                 "FailedPrecondition naming \"%s\"",
+                                 (int)a.code, a.message, a.visible, why);
+                assert_string_equal(a.pod, pod);
+                assert_string_equal(a.container, "sshd");
+                assert_string_equal(a.visible, ""); /* nothing exposed: no GPU, no MIG device */
+                assert_non_null(strstr(a.message, "the parent GPU is never shown"));
+        }
+}
+
+/* The sidecar of a Pod whose main holds a partition is shown exactly that MIG device. */
+static void test_visibility_partition_grant(void **state)
+{
+        struct tsr_mig_marker_entry e;
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+        struct tsr_dm_answer a;
+
+        (void)state;
+        partition_with_sidecar("p", &e);
+        sidecar(0, &a);
+        if (a.code != TSR_DM_OK)
+                fail_msg("sidecar Allocate refused: %s", a.message);
+        assert_string_equal(a.pod, NS "/p");
+        assert_string_equal(a.container, "sshd");
+        assert_string_equal(a.visible, e.m.mig_uuid); /* exactly the MIG device */
+        assert_null(strstr(a.visible, "GPU-"));       /* never the parent GPU */
+        assert_int_equal(instances(N.mig[0], in), 1);
+        assert_string_equal(in[0].mig_uuid, a.visible);
+        assert_int_equal(tsr_dm_agent_sync(N.agent), 0); /* nothing to record for a sidecar */
+        sidecar(1, &a);                                  /* served: not named again */
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+}
+
+/* No marker: refused; once the marker is back, the same sidecar is served. */
+static void test_visibility_partition_no_marker(void **state)
+{
+        struct tsr_mig_marker_entry e;
+        struct tsr_dm_answer a;
+
+        (void)state;
+        partition_with_sidecar("p", &e);
+        assert_int_equal(tsr_mig_store_remove(N.store, e.path, NULL), 0);
+        expect_sidecar_refused("p", "container main on GPU " /* the card */);
+        expect_sidecar_refused("p", "is missing");
+        assert_int_equal(tsr_mig_store_put(N.store, &e.m, NULL), 0);
+        sidecar(2, &a);
+        if (a.code != TSR_DM_OK)
+                fail_msg("sidecar Allocate refused: %s", a.message);
+        assert_string_equal(a.visible, e.m.mig_uuid);
+}
+
+/* The container's marker on another GPU of the node, or on a GPU of another node: refused. */
+static void test_visibility_partition_foreign_gpu(void **state)
+{
+        struct tsr_mig_marker_entry e;
+        struct tsr_mig_marker m;
+        char why[256];
+
+        (void)state;
+        partition_with_sidecar("p", &e);
+        assert_int_equal(tsr_mig_store_remove(N.store, e.path, NULL), 0);
+        m = e.m;
+        snprintf(m.card, sizeof(m.card), "%s", N.caps[N.mig[1]].uuid);
+        assert_int_equal(tsr_mig_store_put(N.store, &m, NULL), 0);
+        snprintf(why, sizeof(why), "names GPU %s, not GPU %s its allocation records",
+                 N.caps[N.mig[1]].uuid, N.caps[N.mig[0]].uuid);
+        expect_sidecar_refused("p", why);
+
+        own_marker("p", &e);
+        assert_int_equal(tsr_mig_store_remove(N.store, e.path, NULL), 0);
+        snprintf(m.card, sizeof(m.card), "GPU-of-another-node");
+        assert_int_equal(tsr_mig_store_put(N.store, &m, NULL), 0);
+        expect_sidecar_refused("p", "names GPU GPU-of-another-node, not GPU");
+}
+
+/* The driver no longer offers the recorded profile (the instance still live): refused. */
+static void test_visibility_partition_unoffered_profile(void **state)
+{
+        const struct tsr_mig_profile *mp = tsr_product_profile(N.caps[N.mig[0]].product, "3g.40gb");
+        struct tsr_mig_marker_entry e;
+        char why[256];
+
+        (void)state;
+        assert_non_null(mp);
+        partition_with_sidecar("p", &e);
+        pthread_mutex_lock(&N.gpu_mu);
+        assert_int_equal(tsr_fake_gpus_set_driver_starts(N.fake, mp->gi_profile_id, 0), 0);
+        pthread_mutex_unlock(&N.gpu_mu);
+        snprintf(why, sizeof(why), "records profile 3g.40gb, which GPU %s no longer offers",
+                 N.caps[N.mig[0]].uuid);
+        expect_sidecar_refused("p", why);
+}
+
+/* The GPU left MIG mode (its instances gone first, as the driver requires): refused. */
+static void test_visibility_partition_mig_off(void **state)
+{
+        struct tsr_mig_marker_entry e;
+
+        (void)state;
+        partition_with_sidecar("p", &e);
+        pthread_mutex_lock(&N.gpu_mu);
+        assert_int_equal(tsr_fake_gpus_vanish(N.fake, N.mig[0], e.m.gi_id), 0);
+        assert_int_equal(tsr_fake_gpus_set_mig_mode(N.fake, N.mig[0], false), 0);
+        pthread_mutex_unlock(&N.gpu_mu);
+        expect_sidecar_refused("p", "no longer offers (MIG mode is off)");
+}
+
+/* The recorded GPU instance is gone: refused. */
+static void test_visibility_partition_instance_gone(void **state)
+{
+        struct tsr_mig_marker_entry e;
+        char why[512];
+
+        (void)state;
+        partition_with_sidecar("p", &e);
+        pthread_mutex_lock(&N.gpu_mu);
+        assert_int_equal(tsr_fake_gpus_vanish(N.fake, N.mig[0], e.m.gi_id), 0);
+        pthread_mutex_unlock(&N.gpu_mu);
+        snprintf(why, sizeof(why),
+                 "the MIG instance %s (GPU instance %u on %s) recorded for pod "
+                 "uid-p container main is gone",
+                 e.m.mig_uuid, e.m.gi_id, e.m.card);
+        expect_sidecar_refused("p", why);
+}
+
+/*
+ * The recorded GPU instance destroyed and another made in its place: the same GI id (ids are
+ * reassigned), another MIG UUID. Refused; the new instance is not shown either.
+ */
+static void test_visibility_partition_recreated(void **state)
+{
+        const struct tsr_mig_profile *mp = tsr_product_profile(N.caps[N.mig[0]].product, "3g.40gb");
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+        struct tsr_mig_marker_entry e;
+        unsigned gi = 0;
+        char why[256];
+
+        (void)state;
+        assert_non_null(mp);
+        partition_with_sidecar("p", &e);
+        pthread_mutex_lock(&N.gpu_mu);
+        assert_int_equal(tsr_fake_gpus_vanish(N.fake, N.mig[0], e.m.gi_id), 0);
+        assert_int_equal(
+            tsr_fake_gpus_carve(N.fake, N.mig[0], mp->gi_profile_id, e.m.start, true, &gi), 0);
+        pthread_mutex_unlock(&N.gpu_mu);
+        assert_int_equal(gi, e.m.gi_id);
+        assert_int_equal(instances(N.mig[0], in), 1);
+        assert_string_not_equal(in[0].mig_uuid, e.m.mig_uuid);
+        snprintf(why, sizeof(why), "was recreated: GPU instance %u now carries %s", gi,
+                 in[0].mig_uuid);
+        expect_sidecar_refused("p", why);
+}
+
 /* ---- annotations the ledger cannot charge -------------------------------------------------- */
 
 /* Allocate of token k of family f on GPU g into *a. */
@@ -1946,6 +2178,15 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_preferred_slice_fits, setup, teardown),
             cmocka_unit_test_setup_teardown(test_preferred_slice_unidentified, setup, teardown),
             cmocka_unit_test_setup_teardown(test_visibility_own_pod, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_visibility_partition_grant, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_visibility_partition_no_marker, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_visibility_partition_foreign_gpu, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_visibility_partition_unoffered_profile, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_visibility_partition_mig_off, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_visibility_partition_instance_gone, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_visibility_partition_recreated, setup, teardown),
             cmocka_unit_test_setup_teardown(test_annotation_past_the_gpus, setup, teardown),
             cmocka_unit_test_setup_teardown(test_annotation_overlapping, setup, teardown),
             cmocka_unit_test_setup_teardown(test_annotation_held_back_reuse, setup, teardown),

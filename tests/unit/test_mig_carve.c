@@ -4,7 +4,10 @@
  * objects over the same directory and hardware); reuse failing closed when the instance is gone
  * or recreated; adoption of an out-of-band instance, refused while a corrupt marker names its card
  * or an annotation claims it; a failed compute instance undoing its GPU instance; an un-reclaimed
- * instance never double-booked (the replacement gap).
+ * instance never double-booked (the replacement gap); tsr_mig_held reading back the instance a
+ * container holds, live, and failing closed where test_dm_agent's sidecar cases do not reach (a
+ * corrupt marker, a profile detection excluded, a subdivided instance, an unreadable GPU),
+ * writing nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -233,6 +236,65 @@ static void test_replacement_gap(void **state)
         mx_release(&n);
 }
 
+/* tsr_mig_held of pod-a's main on card into *m; its rc, diag into why. */
+static int held(struct mx_node *n, const char *card, struct tsr_mig_marker *m, struct tsr_diag *why)
+{
+        unsigned gpu = 99;
+        int rc;
+
+        tsr_diag_clear(why);
+        rc =
+            tsr_mig_held(&n->gpus, n->store, n->caps, MX_GPUS, "pod-a", "main", card, m, &gpu, why);
+        if (!rc)
+                assert_int_equal(gpu, mx_pod(n, "pod-a")->grant.gpu);
+        return rc;
+}
+
+static void test_held_reads_back_live(void **state)
+{
+        static struct mx_node n;
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+        struct tsr_mig_marker m;
+        struct tsr_diag diag;
+        const struct tsr_mig_marker *want;
+        uint32_t offered;
+
+        (void)state;
+        mx_init(&n, NULL);
+        assert_int_equal(mx_allocate(&n, "pod-a", "3g.40gb", NULL), 0);
+        want = &mx_pod(&n, "pod-a")->grant.marker;
+        assert_int_equal(held(&n, want->card, &m, &diag), 0);
+        assert_memory_equal(&m, want, sizeof(m));
+
+        /* a profile detection excluded (the capability), though the driver still lists it */
+        offered = n.caps[0].offered;
+        n.caps[0].offered &= ~(UINT32_C(1) << mx_pod(&n, "pod-a")->grant.profile);
+        assert_int_equal(held(&n, want->card, &m, &diag), TSR_ESTALE);
+        assert_non_null(strstr(diag.msg, "records profile 3g.40gb, which GPU"));
+        n.caps[0].offered = offered;
+
+        /* the GPUs cannot be read: the backend's error, no guess */
+        tsr_fake_gpus_fail(n.fake, TSR_FAKE_GI_LIST, TSR_EPERM, 1);
+        assert_int_equal(held(&n, want->card, &m, &diag), TSR_EPERM);
+        assert_non_null(strstr(diag.msg, "listing GPU instances"));
+
+        /* subdivided by hand: no single device */
+        assert_int_equal(tsr_fake_gpus_subdivide(n.fake, 0, want->gi_id), 0);
+        assert_int_equal(held(&n, want->card, &m, &diag), TSR_ESTALE);
+        assert_non_null(strstr(diag.msg, "pod-a container main was subdivided by hand"));
+
+        /* a corrupt marker of the container's */
+        assert_int_equal(tsr_mig_store_memory_put_raw(n.store, "pod-a", "main", want->card, "{"),
+                         0);
+        assert_int_equal(held(&n, want->card, &m, &diag), TSR_ESTALE);
+        assert_non_null(strstr(diag.msg, "is corrupt"));
+
+        /* reads only: one instance, one marker */
+        assert_int_equal(mx_instances(&n, 0, in) + mx_instances(&n, 1, in), 1);
+        assert_int_equal(mx_markers(&n), 1);
+        mx_release(&n);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -243,6 +305,7 @@ int main(void)
             cmocka_unit_test(test_no_adopt_under_corrupt_marker_or_claim),
             cmocka_unit_test(test_ci_failure_undoes_gi),
             cmocka_unit_test(test_replacement_gap),
+            cmocka_unit_test(test_held_reads_back_live),
         };
 
         return cmocka_run_group_tests(tests, make_root, remove_root);
