@@ -13,7 +13,9 @@
 #include "core/keys.h"
 #include "core/views.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 /* One run [start, start + length) on the memory-slice axis. */
 static json_t *placement_json(unsigned start, unsigned length)
@@ -387,5 +389,343 @@ int tsr_devices_object_capabilities(json_t *devices, struct tsr_accel_cap *caps,
                 }
         }
         *n = count;
+        return 0;
+}
+
+/* ---- the ledger read back ------------------------------------------------------------------ */
+
+/* The status accelerator being read, for messages. */
+struct acc_at {
+        size_t group, pos; /* status.groups[group].accelerators[pos] */
+        unsigned index;    /* its accelerator index, once read */
+};
+
+/* TSR_EINVAL with "Devices: status.groups[g].accelerators[a] (accelerator i): <fmt>". */
+__attribute__((format(printf, 3, 4))) static int
+acc_fail(const struct acc_at *at, struct tsr_diag *diag, const char *fmt, ...)
+{
+        char what[TSR_DIAG_MSG_MAX];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        return tsr_diag_set(diag, TSR_EINVAL,
+                            "Devices: status.groups[%zu].accelerators[%zu] (accelerator %u): %s",
+                            at->group, at->pos, at->index, what);
+}
+
+/* The integer key of acc into *v: present, an integer, not negative. */
+static int read_number(json_t *acc, const char *key, const struct acc_at *at, int64_t *v,
+                       struct tsr_diag *diag)
+{
+        json_t *j = json_object_get(acc, key);
+
+        if (!json_is_integer(j))
+                return acc_fail(at, diag, "%s is missing or not an integer", key);
+        *v = json_integer_value(j);
+        if (*v < 0)
+                return acc_fail(at, diag, "%s %lld is negative", key, (long long)*v);
+        return 0;
+}
+
+/* Live placements of one partitioned accelerator, to be given profiles. */
+struct placement_match {
+        unsigned n;                           /* placements */
+        unsigned n_profiles;                  /* the product's */
+        uint8_t start[TSR_MIG_AXIS_MAX];      /* placement k's first slice */
+        uint32_t takes[TSR_MIG_AXIS_MAX];     /* bit i: profile i can sit at placement k */
+        unsigned count[TSR_MIG_PROFILES_MAX]; /* allocatedProfiles: instances of profile i */
+        int profile_of[TSR_MIG_AXIS_MAX];     /* profile given placement k, -1 none yet */
+};
+
+/*
+ * Gives placement k a profile that can take it: one with an instance left, or one whose
+ * instances all sit on placements of which one moves to another profile it can take (an
+ * augmenting path; tried marks the profiles this search has visited). Backtracking this way
+ * finds an assignment whenever one exists, in polynomial time, where a greedy choice in start
+ * order can fail (1g.20gb and 2g.20gb share starts 0, 2, 4; only 1g.20gb sits at 6).
+ */
+static bool assign_profile(struct placement_match *m, unsigned k, uint32_t *tried)
+{
+        for (unsigned i = 0; i < m->n_profiles; i++) {
+                unsigned used = 0;
+
+                if (!((m->takes[k] >> i) & 1u) || ((*tried >> i) & 1u))
+                        continue;
+                *tried |= UINT32_C(1) << i;
+                for (unsigned q = 0; q < m->n; q++)
+                        used += m->profile_of[q] == (int)i;
+                if (used < m->count[i]) {
+                        m->profile_of[k] = (int)i;
+                        return true;
+                }
+                for (unsigned q = 0; q < m->n; q++)
+                        if (m->profile_of[q] == (int)i && assign_profile(m, q, tried)) {
+                                m->profile_of[k] = (int)i;
+                                return true;
+                        }
+        }
+        return false;
+}
+
+/* allocatedProfiles of a partitioned accelerator into m->count: offered names, each once. */
+static int read_profile_counts(json_t *acc, const struct tsr_accel_cap *cap,
+                               const struct acc_at *at, struct placement_match *m,
+                               struct tsr_diag *diag)
+{
+        json_t *list = json_object_get(acc, "allocatedProfiles"), *e;
+        uint32_t seen = 0;
+        size_t k;
+
+        if (!json_is_array(list))
+                return acc_fail(at, diag, "allocatedProfiles is missing or not a list");
+        json_array_foreach(list, k, e)
+        {
+                const char *name = json_string_value(json_object_get(e, "name"));
+                const struct tsr_mig_profile *mp =
+                    name ? tsr_product_profile(cap->product, name) : NULL;
+                unsigned i = mp ? (unsigned)(mp - cap->product->profiles) : 0;
+                json_t *count = json_object_get(e, "count");
+
+                if (!json_is_object(e) || !name)
+                        return acc_fail(at, diag, "allocatedProfiles[%zu] has no name", k);
+                if (!mp || !((cap->offered >> i) & 1u))
+                        return acc_fail(at, diag,
+                                        "allocatedProfiles[%zu] names %s, not a profile it offers",
+                                        k, name);
+                if ((seen >> i) & 1u)
+                        return acc_fail(at, diag, "allocatedProfiles lists %s twice", name);
+                seen |= UINT32_C(1) << i;
+                if (!json_is_integer(count))
+                        return acc_fail(at, diag,
+                                        "allocatedProfiles[%zu] (%s) count is missing or not an "
+                                        "integer",
+                                        k, name);
+                if (json_integer_value(count) < 0)
+                        return acc_fail(at, diag,
+                                        "allocatedProfiles[%zu] (%s) count %lld is negative", k,
+                                        name, (long long)json_integer_value(count));
+                if (json_integer_value(count) > TSR_MIG_AXIS_MAX)
+                        return acc_fail(at, diag,
+                                        "allocatedProfiles[%zu] (%s) count %lld is above the %d "
+                                        "partitions an axis holds",
+                                        k, name, (long long)json_integer_value(count),
+                                        TSR_MIG_AXIS_MAX);
+                m->count[i] = (unsigned)json_integer_value(count);
+        }
+        return 0;
+}
+
+/*
+ * allocatedPhysicalPlacements into m: each {start, length} on the axis, disjoint, taken by some
+ * offered profile (m->takes).
+ */
+static int read_placements(json_t *acc, const struct tsr_accel_cap *cap, const struct acc_at *at,
+                           struct placement_match *m, struct tsr_diag *diag)
+{
+        json_t *list = json_object_get(acc, "allocatedPhysicalPlacements"), *e;
+        uint32_t occupied = 0;
+        size_t k;
+
+        if (!list)
+                return 0; /* nothing live */
+        if (!json_is_array(list))
+                return acc_fail(at, diag, "allocatedPhysicalPlacements is not a list");
+        if (json_array_size(list) > TSR_MIG_AXIS_MAX)
+                return acc_fail(at, diag,
+                                "allocatedPhysicalPlacements lists %zu placements, more than the "
+                                "%d an axis holds",
+                                json_array_size(list), TSR_MIG_AXIS_MAX);
+        json_array_foreach(list, k, e)
+        {
+                json_t *js = json_object_get(e, "start"), *jl = json_object_get(e, "length");
+                json_int_t s = json_integer_value(js), len = json_integer_value(jl);
+                uint32_t span;
+
+                if (!json_is_integer(js) || !json_is_integer(jl))
+                        return acc_fail(at, diag,
+                                        "allocatedPhysicalPlacements[%zu] needs an integer start "
+                                        "and length",
+                                        k);
+                if (s < 0 || len < 0)
+                        return acc_fail(at, diag,
+                                        "allocatedPhysicalPlacements[%zu] start %lld or length "
+                                        "%lld is negative",
+                                        k, (long long)s, (long long)len);
+                if (len == 0 || s >= TSR_MIG_AXIS_MAX || len > TSR_MIG_AXIS_MAX - s)
+                        return acc_fail(at, diag,
+                                        "allocatedPhysicalPlacements[%zu] (start %lld, length "
+                                        "%lld) is off the %d-slice axis",
+                                        k, (long long)s, (long long)len, TSR_MIG_AXIS_MAX);
+                span = tsr_geometry_span((unsigned)s, (unsigned)len);
+                if (occupied & span)
+                        return acc_fail(at, diag,
+                                        "allocatedPhysicalPlacements[%zu] (start %lld, length "
+                                        "%lld) overlaps another placement",
+                                        k, (long long)s, (long long)len);
+                occupied |= span;
+                m->start[k] = (uint8_t)s;
+                m->takes[k] = 0;
+                m->profile_of[k] = -1;
+                for (unsigned i = 0; i < m->n_profiles; i++) {
+                        const struct tsr_mig_profile *mp = &cap->product->profiles[i];
+
+                        if (((cap->offered >> i) & 1u) && mp->size == (unsigned)len &&
+                            ((mp->starts >> s) & 1u))
+                                m->takes[k] |= UINT32_C(1) << i;
+                }
+                if (!m->takes[k])
+                        return acc_fail(at, diag,
+                                        "allocatedPhysicalPlacements[%zu] (start %lld, length "
+                                        "%lld) is no placement of a profile it offers",
+                                        k, (long long)s, (long long)len);
+                m->n++;
+        }
+        return 0;
+}
+
+/* The live instances of a partitioned accelerator: its placements, each given a profile. */
+static int read_live(json_t *acc, const struct tsr_accel_cap *cap, const struct acc_at *at,
+                     struct tsr_mig_live *live, struct tsr_diag *diag)
+{
+        struct placement_match m = {.n_profiles = (unsigned)cap->product->n_profiles};
+        unsigned total = 0;
+        int rc;
+
+        rc = read_profile_counts(acc, cap, at, &m, diag);
+        if (!rc)
+                rc = read_placements(acc, cap, at, &m, diag);
+        if (rc)
+                return rc;
+        for (unsigned i = 0; i < m.n_profiles; i++)
+                total += m.count[i];
+        if (total != m.n)
+                return acc_fail(at, diag,
+                                "allocatedProfiles counts %u partitions, which do not match the "
+                                "%u of allocatedPhysicalPlacements",
+                                total, m.n);
+        for (unsigned k = 0; k < m.n; k++) {
+                uint32_t tried = 0;
+
+                if (!assign_profile(&m, k, &tried))
+                        return acc_fail(at, diag,
+                                        "allocatedProfiles counts do not match "
+                                        "allocatedPhysicalPlacements: no profile is left for the "
+                                        "placement at %u",
+                                        m.start[k]);
+        }
+        live->n = m.n;
+        for (unsigned k = 0; k < m.n; k++)
+                live->inst[k] = (struct tsr_mig_instance){(uint8_t)m.profile_of[k], m.start[k]};
+        return 0;
+}
+
+/*
+ * One status accelerator (an object, at) into out[j], the entry of the cap whose index it names.
+ * An entry not yet read has remaining -1 (tsr_devices_object_ledger marks them so).
+ */
+static int read_accelerator(json_t *acc, const struct tsr_accel_cap *caps, size_t n,
+                            struct acc_at *at, struct tsr_accel_ledger *out, struct tsr_diag *diag)
+{
+        json_t *index = json_object_get(acc, "index");
+        const char *id = json_string_value(json_object_get(acc, "id"));
+        const struct tsr_accel_cap *cap = NULL;
+        char uuid[TSR_UUID_MAX];
+        struct tsr_accel_ledger *l;
+        int64_t v = 0;
+        int rc;
+
+        if (!json_is_integer(index) || json_integer_value(index) < 0)
+                return tsr_diag_set(diag, TSR_EINVAL,
+                                    "Devices: status.groups[%zu].accelerators[%zu]: index is "
+                                    "missing, not an integer or negative",
+                                    at->group, at->pos);
+        for (size_t j = 0; j < n && !cap; j++)
+                if ((json_int_t)caps[j].index == json_integer_value(index))
+                        cap = &caps[j];
+        if (!cap)
+                return tsr_diag_set(diag, TSR_EINVAL,
+                                    "Devices: status.groups[%zu].accelerators[%zu]: index %lld "
+                                    "names no accelerator of the spec's %zu",
+                                    at->group, at->pos, (long long)json_integer_value(index), n);
+        at->index = cap->index;
+        l = &out[cap - caps];
+        if (l->remaining != -1)
+                return acc_fail(at, diag, "index is listed twice");
+        snprintf(uuid, sizeof(uuid), "%s", id ? id : "");
+        if (!id || strcmp(uuid, cap->uuid))
+                return acc_fail(at, diag, "id %s is not the spec accelerator's (%s)",
+                                id ? id : "(missing)", cap->uuid);
+        tsr_ledger_reset(l);
+        rc = read_number(acc, "mode", at, &v, diag);
+        if (!rc && v > TSR_MODE_PARTITIONED)
+                rc = acc_fail(at, diag, "mode %lld is not an allocation mode (0-%d)", (long long)v,
+                              TSR_MODE_PARTITIONED);
+        l->mode = (enum tsr_mode)v;
+        if (!rc)
+                rc = read_number(acc, "allocated", at, &l->allocated, diag);
+        if (!rc)
+                rc = read_number(acc, "remaining", at, &l->remaining, diag);
+        if (rc)
+                return rc;
+        if (cap->partitioned)
+                return read_live(acc, cap, at, &l->live, diag);
+        /* An API server holding the upstream CRD prunes the extension: read as none taken. */
+        if (!json_object_get(acc, "allocatedSlices"))
+                return 0;
+        rc = read_number(acc, "allocatedSlices", at, &v, diag);
+        if (!rc && v > (int64_t)cap->slice_slots)
+                rc = acc_fail(at, diag, "allocatedSlices %lld is above its %u slice slots",
+                              (long long)v, cap->slice_slots);
+        l->allocated_slices = rc ? 0 : (unsigned)v;
+        return rc;
+}
+
+int tsr_devices_object_ledger(json_t *devices, const struct tsr_accel_cap *caps, size_t n,
+                              struct tsr_accel_ledger *out, struct tsr_diag *diag)
+{
+        json_t *status = json_object_get(devices, "status");
+        json_t *groups = json_object_get(status, "groups"), *group, *accs, *acc;
+        struct acc_at at = {0, 0, 0};
+        struct tsr_diag why;
+        int rc = 0;
+
+        for (size_t j = 0; j < n; j++) {
+                tsr_ledger_reset(&out[j]);
+                out[j].remaining = -1; /* not read yet */
+        }
+        if (!json_is_object(devices) || (status && !json_is_object(status)) ||
+            (groups && !json_is_array(groups)))
+                return tsr_diag_set(diag, TSR_EINVAL,
+                                    "Devices: not an object, or status.groups is not a list");
+        json_array_foreach(groups, at.group, group)
+        {
+                accs = json_object_get(group, "accelerators");
+                if (!json_is_object(group) || (accs && !json_is_array(accs)))
+                        return tsr_diag_set(diag, TSR_EINVAL,
+                                            "Devices: status.groups[%zu] is not an object with a "
+                                            "list of accelerators",
+                                            at.group);
+                json_array_foreach(accs, at.pos, acc)
+                {
+                        at.index = 0;
+                        if (!json_is_object(acc))
+                                return tsr_diag_set(diag, TSR_EINVAL,
+                                                    "Devices: status.groups[%zu].accelerators[%zu] "
+                                                    "is not an object",
+                                                    at.group, at.pos);
+                        rc = read_accelerator(acc, caps, n, &at, out, diag);
+                        if (rc)
+                                return rc;
+                }
+        }
+        for (size_t j = 0; j < n; j++) {
+                tsr_diag_clear(&why);
+                if (out[j].remaining == -1)
+                        tsr_ledger_reset(&out[j]); /* absent from status: untouched */
+                else if (tsr_ledger_check(&caps[j], &out[j], &why))
+                        return tsr_diag_set(diag, TSR_EINVAL, "Devices: status: %s", why.msg);
+        }
         return 0;
 }

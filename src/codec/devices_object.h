@@ -37,8 +37,17 @@
  * accelerator is never unhealthy; it reads no PCI tree, NUMA node or CPU list, so those topology
  * fields are "" (the schema requires them).
  *
+ * The readers invert the two halves: tsr_devices_object_capabilities the spec,
+ * tsr_devices_object_ledger the status, which recovers each live partition's profile (the object
+ * carries only its {start, length}) from allocatedProfiles' counts. Where two assignments of
+ * profiles to placements both fit the counts (a 1g.20gb at 0 and a 2g.20gb at 2, or the other way
+ * round), the object does not tell them apart and the reader returns one of them; every figure
+ * derived from the ledger (counts per profile, occupied slices, free counts, views) is the same.
+ *
  * Ownership: tsr_devices_object_build returns a new object (json_decref); caps and ledger are
- * borrowed and only read. Pure; thread-safe.
+ * borrowed and only read. The readers borrow devices (the ledger reader caps too, only read) and
+ * fill the caller's arrays (caps, out); on failure those hold unspecified values (callers pass
+ * scratch storage). Pure; thread-safe.
  */
 #ifndef TSR_CODEC_DEVICES_OBJECT_H
 #define TSR_CODEC_DEVICES_OBJECT_H
@@ -84,5 +93,30 @@ int tsr_devices_fit_labels(const struct tsr_accel_cap *caps, const struct tsr_ac
  */
 int tsr_devices_object_capabilities(json_t *devices, struct tsr_accel_cap *caps, size_t max,
                                     size_t *n, struct tsr_diag *diag);
+
+/*
+ * The ledger side read back from a Devices object: out[j] is the ledger entry of caps[j], the
+ * accelerator whose status entry (in any status group) has index caps[j].index. caps[0..n) are what
+ * tsr_devices_object_capabilities returned for the same object, so with caps[i].index == i (as
+ * it returns for what tsr_devices_object_build writes) out is index-aligned as tsr_ledger_build's
+ * is. Each status accelerator needs its spec accelerator's id, mode (0-4) and non-negative
+ * allocated and remaining; an unpartitioned one's allocatedSlices, when present, is within the
+ * cap's slice slots (absent, as an API server holding the upstream CRD prunes it, it reads 0); a
+ * partitioned one needs allocatedProfiles [{name, count}] naming offered profiles at most once
+ * (an unlisted one counts 0) and allocatedPhysicalPlacements [{start, length}] (absent: none
+ * live), disjoint, each a legal placement of an offered profile of that length; the counts must
+ * total the placements and admit an assignment of profiles to them (found by backtracking over
+ * augmenting paths, never greedily). remainingProfiles and the group's id and manufacturer are
+ * derived and not read. An accelerator absent from status (no status yet, or fewer listed) reads
+ * as untouched (tsr_ledger_reset). The result must pass tsr_ledger_check (an over-charged entry,
+ * allocated above TSR_UNITS_PER_ACCEL, is refused). Returns 0 with out[0..n), or TSR_EINVAL with
+ * diag naming the position, the accelerator index and the field (not an object, an index naming
+ * no accelerator of caps or listed twice, another id, a mode outside the enum, a negative
+ * number, slices past the slots, a placement off the axis, overlapping or taken by no offered
+ * profile, counts that do not match the placements, a broken ledger invariant). devices and caps
+ * are borrowed; on failure out[0..n) is unspecified (pass scratch storage).
+ */
+int tsr_devices_object_ledger(json_t *devices, const struct tsr_accel_cap *caps, size_t n,
+                              struct tsr_accel_ledger *out, struct tsr_diag *diag);
 
 #endif
