@@ -8,6 +8,7 @@
 #include "base/err.h"
 #include "base/quantity.h"
 #include "codec/devices_object.h"
+#include "codec/instancetype_object.h"
 #include "core/catalog.h"
 #include "core/instancetype.h"
 #include "core/printable.h"
@@ -52,98 +53,6 @@ int sim_render_result(json_t *items, bool by_name, bool json, const struct sim_t
 
 /* ---- InstanceTypes ------------------------------------------------------------------------ */
 
-static json_t *view_json(const struct tsr_view *v)
-{
-        return json_pack("{s:I, s:I, s:I}", "capacity", (json_int_t)v->capacity, "onceMaxRequest",
-                         (json_int_t)v->once_max, "remaining", (json_int_t)v->remaining);
-}
-
-static json_t *profiles_json(const struct tsr_profile_figure *p, size_t n, bool memory)
-{
-        json_t *a = json_array();
-
-        for (size_t i = 0; i < n; i++) {
-                json_t *o =
-                    json_pack("{s:s, s:I}", "name", p[i].name, "count", (json_int_t)p[i].count);
-
-                if (memory)
-                        json_object_set_new(o, "memoryMib",
-                                            json_integer((json_int_t)p[i].memory_mib));
-                json_array_append_new(a, o);
-        }
-        return a;
-}
-
-/*
- * The InstanceType as upstream stores it (worker.gpustack.ai/v1alpha1): spec {acceleratable, os,
- * arch, unitResources {cpu, ram} and localStorage as strings, acceleratorGroup | generalGroup},
- * status {phase, entrance, detail {manufacturer, product, memory "<MiB>Mi", slicedDetail}, the
- * four views and cpu}, plus the tessera extension status.printable, the table's composite cells
- * from the one formatter the table itself prints (core/printable.h).
- */
-static json_t *instancetype_json(const struct tsr_chain_pool *p, const struct tsr_pool_views *v,
-                                 const struct tsr_view *cpu)
-{
-        struct tsr_unit_spec u = tsr_instancetype_unit(p->product);
-        struct tsr_unit_text ut;
-        struct tsr_printable pr;
-        json_t *spec, *status, *detail, *logical, *physical, *pt, *printable;
-        char group[TSR_NAME_MAX], memory[32];
-
-        tsr_printable_unit_text(&u, &ut);
-        tsr_printable_fill(&u, v, cpu, &pr);
-        spec = json_pack("{s:b, s:s, s:s, s:{s:s, s:s}, s:s}", "acceleratable", p->product != NULL,
-                         "os", p->os, "arch", p->arch, "unitResources", "cpu", ut.cpu, "ram",
-                         ut.ram, "localStorage", ut.storage);
-        if (p->product) {
-                tsr_instancetype_accel_key(p->product, group, sizeof(group));
-                json_object_set_new(spec, "acceleratorGroup", json_string(group));
-        } else {
-                json_object_set_new(spec, "generalGroup", json_string("generic"));
-        }
-        logical = json_object();
-        if (v->logical_present) {
-                json_object_set_new(logical, "coresPercentageOvercommit",
-                                    json_boolean(v->logical_overcommit));
-                json_object_set_new(logical, "count", json_integer(v->logical_count));
-        }
-        physical = json_object();
-        if (v->physical_present) {
-                json_object_set_new(physical, "count", json_integer(v->physical_count));
-                json_object_set_new(physical, "profiles",
-                                    profiles_json(v->physical_profiles, v->n_profiles, true));
-        }
-        detail =
-            json_pack("{s:{s:o, s:o}}", "slicedDetail", "logical", logical, "physical", physical);
-        if (p->product) {
-                snprintf(memory, sizeof(memory), "%lluMi",
-                         (unsigned long long)p->product->vram_mib);
-                json_object_set_new(
-                    detail, "manufacturer",
-                    json_string(tsr_catalog_manufacturer(p->product->manufacturer)->key));
-                json_object_set_new(detail, "product", json_string(p->product->name));
-                json_object_set_new(detail, "memory", json_string(memory));
-        }
-        pt = view_json(&v->pt);
-        json_object_set_new(pt, "remainingProfiles",
-                            profiles_json(v->remaining_profiles, v->n_profiles, false));
-        json_object_set_new(pt, "allocatedProfiles",
-                            profiles_json(v->allocated_profiles, v->n_profiles, false));
-        printable = json_pack("{s:s, s:s, s:s}", "unit", pr.unit, "accelerator", pr.accelerator,
-                              "cpu", pr.cpu);
-        if (pr.partitions[0])
-                json_object_set_new(printable, "partitions", json_string(pr.partitions));
-        status = json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:s, s:o, s:o}", "accelerator",
-                           view_json(&v->ex), "acceleratorShared", view_json(&v->sh),
-                           "acceleratorSliced", view_json(&v->sl), "acceleratorPartitioned", pt,
-                           "cpu", view_json(cpu), "entrance", p->entrance, "phase", "Active",
-                           "detail", detail, "printable", printable);
-        return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:o, s:o}", "apiVersion",
-                         "worker.gpustack.ai/v1alpha1", "kind", "InstanceType", "metadata", "name",
-                         p->name, "labels", "schedule.gpustack.ai/queue-entrance", p->entrance,
-                         "spec", spec, "status", status);
-}
-
 json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct tsr_chain_pool *p)
 {
         struct tsr_pool_views v;
@@ -152,7 +61,7 @@ json_t *sim_instancetype_json(const struct tsr_cluster *c, const struct tsr_chai
         if (tsr_cluster_pool_views(c, p, &v, NULL))
                 return NULL;
         tsr_cluster_pool_cpu(c, p, &cpu);
-        return instancetype_json(p, &v, &cpu);
+        return tsr_instancetype_object_build(p, &v, &cpu, NULL);
 }
 
 int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, const char *output,
@@ -185,10 +94,12 @@ int sim_render_instancetypes(const struct tsr_cluster *c, const char *name, cons
                 tsr_cluster_pool_cpu(c, &pools[i], &cpu);
                 shown++;
                 if (json) {
-                        json_array_append_new(items, instancetype_json(&pools[i], &v, &cpu));
+                        json_array_append_new(
+                            items, tsr_instancetype_object_build(&pools[i], &v, &cpu, NULL));
                         continue;
                 }
-                /* The cells status.printable carries (instancetype_json), from one formatter. */
+                /* The cells status.printable carries (codec/instancetype_object.h), from one
+                 * formatter. */
                 tsr_printable_fill(&u, &v, &cpu, &pr);
                 const char *row[] = {pools[i].name, pools[i].entrance, pr.unit,      pr.accelerator,
                                      pr.cpu,        "Active",          pr.partitions};
