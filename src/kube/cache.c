@@ -33,6 +33,7 @@
 #include "base/diag.h"
 #include "base/err.h"
 #include "base/timespec.h"
+#include "core/settings.h"
 #include "kube/client.h"
 
 #include <pthread.h>
@@ -754,6 +755,21 @@ json_t *tsr_kube_cache_setting(struct tsr_kube_cache *c, const char *ns, const c
         if (!ns)
                 return NULL;
         return lookup(c, TSR_KUBE_CACHE_SETTINGS, ns, name);
+}
+
+void tsr_kube_cache_settings(struct tsr_kube_cache *c, const char *ns,
+                             struct tsr_settings *settings)
+{
+        for (int s = 0; s < TSR_N_SETTINGS; s++) {
+                json_t *obj = tsr_kube_cache_setting(c, ns, tsr_setting_name((enum tsr_setting)s));
+                const char *v =
+                    json_string_value(json_object_get(json_object_get(obj, "spec"), "value"));
+                struct tsr_diag diag;
+
+                if (v)
+                        tsr_setting_parse((enum tsr_setting)s, v, &settings->value[s], &diag);
+                json_decref(obj);
+        }
 }
 
 json_t *tsr_kube_cache_pod(struct tsr_kube_cache *c, const char *ns, const char *name)

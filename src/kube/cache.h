@@ -44,6 +44,7 @@
 #include <stddef.h>
 
 struct tsr_diag;
+struct tsr_settings;
 struct tsr_kube_client;
 struct tsr_kube_cache;
 
@@ -98,6 +99,14 @@ json_t *tsr_kube_cache_kvcache_backend(struct tsr_kube_cache *c, const char *nam
 
 /* The Setting ns/name, or NULL. */
 json_t *tsr_kube_cache_setting(struct tsr_kube_cache *c, const char *ns, const char *name);
+
+/*
+ * Overrides each Setting in *settings (the started-with values) with its runtime Setting object
+ * in namespace ns (spec.value), when the cache holds one and its value parses; otherwise the
+ * value in *settings stays.
+ */
+void tsr_kube_cache_settings(struct tsr_kube_cache *c, const char *ns,
+                             struct tsr_settings *settings);
 
 /* The Pod (of the watched node) ns/name, or NULL. */
 json_t *tsr_kube_cache_pod(struct tsr_kube_cache *c, const char *ns, const char *name);

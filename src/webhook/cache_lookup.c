@@ -54,25 +54,6 @@ static json_t *kvcache_backend(void *ctx, const char *name)
         return tsr_kube_cache_kvcache_backend(ctx, name);
 }
 
-/*
- * Overrides each Setting with its runtime Setting object (spec.value) in the operator's namespace,
- * when the API serves one and its value parses; otherwise the started-with value stays.
- */
-static void live_settings(struct tsr_cache_lookup *l, struct tsr_settings *out)
-{
-        for (int s = 0; s < TSR_N_SETTINGS; s++) {
-                json_t *obj = tsr_kube_cache_setting(l->cache, l->system_namespace,
-                                                     tsr_setting_name((enum tsr_setting)s));
-                const char *v =
-                    json_string_value(json_object_get(json_object_get(obj, "spec"), "value"));
-                struct tsr_diag diag;
-
-                if (v)
-                        tsr_setting_parse((enum tsr_setting)s, v, &out->value[s], &diag);
-                json_decref(obj);
-        }
-}
-
 void tsr_cache_lookup_fill(void *ctx, struct tsr_webhook_lookup *lookup)
 {
         struct tsr_cache_lookup *l = ctx;
@@ -88,7 +69,8 @@ void tsr_cache_lookup_fill(void *ctx, struct tsr_webhook_lookup *lookup)
         lookup->kvcache_backend = kvcache_backend;
         lookup->settings = l->settings;
         lookup->system_namespace = l->system_namespace;
-        live_settings(l, &lookup->settings);
+        /* The runtime Setting objects override the started-with values. */
+        tsr_kube_cache_settings(l->cache, l->system_namespace, &lookup->settings);
 }
 
 bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len)
