@@ -1,7 +1,9 @@
 /*
  * chain_reconciler.c - the Kueue chain derived from the managed nodes (core/chain.h), kept on the
  * cluster: the hostname Topology, a ResourceFlavor per (pool, per-node count), a ClusterQueue per
- * pool (credits or cpu quota, the AdmissionCheck referenced once it is Active), and the pool's
+ * pool (credits or cpu quota, the AdmissionCheck referenced once it is Active; stopPolicy Hold
+ * while the pool's InstanceType is inactive, none derived while it is being deleted, so that
+ * queue is retired and the InstanceType's teardown can finish), and the pool's
  * entrance LocalQueue in every namespace but the system ones (kube-system, kube-public,
  * kube-node-lease, the release namespace) and those being deleted.
  *
@@ -136,7 +138,7 @@ static int apply_pool(struct tsr_controller *c, const struct tsr_chain_node *nod
         struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
         struct tsr_diag diag;
         size_t nf = 0, i;
-        json_t *obj, *ns;
+        json_t *obj, *ns, *it;
         int rc, first = 0;
 
         tsr_diag_clear(&diag);
@@ -149,10 +151,18 @@ static int apply_pool(struct tsr_controller *c, const struct tsr_chain_node *nod
                                                   "resourceflavors", obj);
                 }
         }
-        if (!rc)
-                rc = tsr_kueue_cluster_queue(p, flavors, nf, TSR_KUEUE_STOP_NONE,
-                                             active && p->product, &obj, &diag);
-        if (!rc) {
+        it = tsr_kube_cache_instancetype(c->cache, p->name);
+        if (!rc && !ctl_meta_str(it, "deletionTimestamp"))
+                rc = tsr_kueue_cluster_queue(
+                    p, flavors, nf,
+                    json_is_true(json_object_get(json_object_get(it, "spec"), "inactive"))
+                        ? TSR_KUEUE_STOP_HOLD
+                        : TSR_KUEUE_STOP_NONE,
+                    active && p->product, &obj, &diag);
+        else
+                obj = NULL; /* its InstanceType tears down: retire() drains the queue */
+        json_decref(it);
+        if (!rc && obj) {
                 json_object_set_new(d->queues, p->name, json_true());
                 first |= apply_if_changed(c, TSR_KUBE_CACHE_CLUSTERQUEUES, "clusterqueues", obj);
         }
@@ -197,7 +207,8 @@ static int retire_queue(struct tsr_controller *c, json_t *cq, bool *pending)
                 json_decref(patch);
                 if (!rc) {
                         ctl_event(c, cq, "Normal", "Draining",
-                                  "no managed node contributes to this queue any more: "
+                                  "no pool derives this queue any more (no managed node "
+                                  "contributes, or its InstanceType is being deleted): "
                                   "HoldAndDrain, deleted once it reserves nothing");
                         *pending = true;
                 }

@@ -32,7 +32,9 @@
          TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_LOCALQUEUES) |                                          \
          TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_RESOURCEFLAVORS) |                                      \
          TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_TOPOLOGIES) |                                           \
-         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_ADMISSIONCHECKS))
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_ADMISSIONCHECKS) |                                      \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_INSTANCETYPES) |                                        \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_SETTINGS))
 
 static const char *const kind_names[CTL_N_KINDS] = {
     [CTL_KIND_ADMISSIONCHECK] = "admissioncheck",
@@ -40,6 +42,7 @@ static const char *const kind_names[CTL_N_KINDS] = {
     [CTL_KIND_CHAIN] = "chain",
     [CTL_KIND_WORKLOADS] = "workloads",
     [CTL_KIND_WORKLOAD] = "workload",
+    [CTL_KIND_INSTANCETYPES] = "instancetypes",
 };
 
 void ctl_enqueue(struct tsr_controller *c, const char *key)
@@ -75,9 +78,17 @@ static void on_change(void *ctx, enum tsr_kube_cache_resource r)
                 enqueue_nodes(c);
                 ctl_enqueue(c, "chain");
                 ctl_enqueue(c, "workloads");
+                ctl_enqueue(c, "instancetypes");
+                break;
+        case TSR_KUBE_CACHE_CLUSTERQUEUES:
+        case TSR_KUBE_CACHE_INSTANCETYPES:
+                ctl_enqueue(c, "chain");
+                ctl_enqueue(c, "instancetypes");
+                break;
+        case TSR_KUBE_CACHE_SETTINGS:
+                ctl_enqueue(c, "instancetypes");
                 break;
         case TSR_KUBE_CACHE_NAMESPACES:
-        case TSR_KUBE_CACHE_CLUSTERQUEUES:
         case TSR_KUBE_CACHE_LOCALQUEUES:
         case TSR_KUBE_CACHE_RESOURCEFLAVORS:
         case TSR_KUBE_CACHE_TOPOLOGIES:
@@ -103,6 +114,7 @@ static void on_started(void *ctx)
         ctl_enqueue(c, "admissioncheck");
         ctl_enqueue(c, "chain");
         ctl_enqueue(c, "workloads");
+        ctl_enqueue(c, "instancetypes");
         enqueue_nodes(c);
 }
 
@@ -126,6 +138,8 @@ static int dispatch(struct tsr_controller *c, const char *key, enum ctl_kind *ki
                 return *kind = CTL_KIND_ADMISSIONCHECK, ctl_admission_check_reconcile(c);
         if (!strcmp(key, "chain"))
                 return *kind = CTL_KIND_CHAIN, ctl_chain_reconcile(c, requeue_ms);
+        if (!strcmp(key, "instancetypes"))
+                return *kind = CTL_KIND_INSTANCETYPES, ctl_instancetypes_reconcile(c, requeue_ms);
         if (!strcmp(key, "workloads"))
                 return *kind = CTL_KIND_WORKLOADS, ctl_workloads_scan(c), 0;
         if (!strncmp(key, "node/", 5))
@@ -280,6 +294,7 @@ int tsr_controller_start(const struct tsr_controller_config *cfg, struct tsr_con
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         }
         co.ctx = c;
+        co.settings_namespace = c->ns;
         rc = tsr_kube_cache_new_opts(cfg->client, &co, &c->cache, diag);
         if (!rc && pthread_create(&c->worker, NULL, worker_main, c))
                 rc = tsr_diag_set(diag, TSR_EIO, "controller: cannot start the worker thread");

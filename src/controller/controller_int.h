@@ -32,6 +32,7 @@ enum ctl_kind {
         CTL_KIND_CHAIN,
         CTL_KIND_WORKLOADS,
         CTL_KIND_WORKLOAD,
+        CTL_KIND_INSTANCETYPES,
         CTL_N_KINDS,
 };
 
@@ -87,6 +88,9 @@ int ctl_node_credits_reconcile(struct tsr_controller *c, const struct ctl_node *
 /* *requeue_ms (0: none) asks for a look again (a draining ClusterQueue). */
 int ctl_chain_reconcile(struct tsr_controller *c, unsigned *requeue_ms);
 void ctl_workloads_scan(struct tsr_controller *c);
+/* Authors, tears down and reports the InstanceTypes; *requeue_ms (0: none) while one tears
+ * down. */
+int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms);
 /* Judges ns/name (a Retry is looked at again when Kueue reserves quota for it again). */
 int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name);
 

@@ -41,7 +41,7 @@ static int by_name(const void *a, const void *b)
         return strcmp(((const struct ctl_node *)a)->name, ((const struct ctl_node *)b)->name);
 }
 
-/* Fills e from Node node and its Devices devices (both taken). */
+/* Fills e from Node node and its Devices devices (both taken; devices NULL: CPU-only). */
 static int fill(struct ctl_node *e, json_t *node, json_t *devices)
 {
         struct tsr_diag diag;
@@ -61,13 +61,28 @@ static int fill(struct ctl_node *e, json_t *node, json_t *devices)
         if (!e->caps)
                 return TSR_ENOMEM;
         tsr_diag_clear(&diag);
-        if (tsr_devices_object_capabilities(devices, e->caps, CTL_NODE_ACCELS_MAX, &n, &diag)) {
+        if (devices &&
+            tsr_devices_object_capabilities(devices, e->caps, CTL_NODE_ACCELS_MAX, &n, &diag)) {
                 snprintf(e->fault, sizeof(e->fault), "%s", diag.msg);
                 n = 0;
         }
         e->chain.product = n ? e->caps[0].product : NULL;
         e->chain.accel_count = (unsigned)n;
         return 0;
+}
+
+/*
+ * Whether a Node with no Devices object is managed (CPU-only): every Node is, unless the Setting
+ * node-management-manual is on, when only those labelled gpustack.ai/managed=true are.
+ */
+static bool managed_without_devices(struct tsr_controller *c, json_t *node)
+{
+        struct tsr_settings settings = c->cfg.settings;
+        const char *v = json_string_value(json_object_get(
+            json_object_get(json_object_get(node, "metadata"), "labels"), TSR_CHAIN_MANAGED_LABEL));
+
+        tsr_kube_cache_settings(c->cache, c->ns, &settings);
+        return !settings.value[TSR_SETTING_NODE_MANAGEMENT_MANUAL] || (v && !strcmp(v, "true"));
 }
 
 int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, bool *managed)
@@ -80,7 +95,7 @@ int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, 
         if (!name || strlen(name) >= sizeof(out->name))
                 return 0;
         devices = tsr_kube_cache_get(c->cache, TSR_KUBE_CACHE_DEVICES, NULL, name);
-        if (!devices)
+        if (!devices && !managed_without_devices(c, node))
                 return 0;
         rc = fill(out, json_incref(node), devices);
         if (rc) {

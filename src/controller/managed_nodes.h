@@ -1,15 +1,18 @@
 /*
  * managed_nodes.h - the controller's view of the nodes it manages, read from its caches: every
- * Node that has a Devices object of the same name (the device manager runs there), sorted by
- * name, with what the chain reads of it (core/chain.h: os, arch, allocatable CPU, the product
- * and its accelerator count) and the capability read back from its Devices
+ * Node (with the Setting node-management-manual on, only those labelled gpustack.ai/managed=true
+ * and those with a Devices object), sorted by name. A Node with a Devices object of its name (the
+ * device manager runs there) serves its product's pool; one without serves only the generic CPU
+ * pool. Each carries what the chain reads of it (core/chain.h: os, arch, allocatable CPU, the
+ * product and its accelerator count) and the capability read back from its Devices
  * (tsr_devices_object_capabilities). The node feature labels, the Kueue chain and the
  * AdmissionCheck's snapshot all start from this one view.
  *
  * A Node whose Devices object cannot be read (an unknown product, a malformed spec) is managed
  * but serves no accelerator pool; the fault is kept in its `fault` for the caller to report.
  * Ownership: ctl_nodes_load fills *out (release with ctl_nodes_release), ctl_node_load one entry
- * (release with ctl_node_release); each entry owns copies of its Node and Devices objects, and
+ * (release with ctl_node_release); each entry owns copies of its Node and Devices (NULL for a
+ * CPU-only node) objects, and
  * its chain node points into the entry.
  */
 #ifndef TSR_CONTROLLER_MANAGED_NODES_H
@@ -45,7 +48,7 @@ int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_d
 
 /*
  * Loads one node: node (a cached Node, borrowed) and its Devices object. Returns 0 with
- * *managed false when it has no Devices object (or no usable name), 0 with *managed true and
+ * *managed false when it is not managed (or has no usable name), 0 with *managed true and
  * *out filled (release with ctl_node_release), or TSR_ENOMEM (*out then empty). A node's own
  * reconciler reads it alone, so its cost does not grow with the pool.
  */

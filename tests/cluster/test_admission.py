@@ -9,9 +9,8 @@ kube-scheduler binds; the kubelet part (tests/cluster/kubelet.py) allocates thro
 keys and the fit labels.
 
 Two nodes, two pools: node-a, eight H100s (12.8M credits), and node-m, two A100 80GB with MIG on.
-The InstanceTypes are created through tessera's InstanceType webhooks with the status the
-simulator prints for them (nothing writes InstanceType status on a cluster yet), so the fold has
-its divisor.
+The controller authors both pools' InstanceTypes and writes their status (the fold's divisor
+and the offered profiles the webhook reads).
 
 The cases, each as the simulator's goldens show it (examples/admission-*.yaml):
   credits       eight 50 % slices pack GPUs 0-3 two to a card and leave 4-7 whole; a five-GPU
@@ -59,40 +58,6 @@ ALLOC = "device.gpustack.ai/accelerator.allocated"
 H100 = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 A100 = "gpustack--nvidia-a100-sxm4-80gb-linux-amd64"
 MODE_EXCLUSIVE, MODE_SLICED, MODE_PARTITIONED = 1, 3, 4
-
-
-def view(capacity, once, remaining):
-    return {"capacity": capacity, "onceMaxRequest": once, "remaining": remaining}
-
-
-def instancetype(name, group, product, memory, profiles, n):
-    """An InstanceType as the operator authors it, and the status the simulator prints for it."""
-    obj = {"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "InstanceType",
-           "metadata": {"name": name,
-                        "labels": {"schedule.gpustack.ai/queue-entrance": entrance(name)}},
-           "spec": {"acceleratable": True, "acceleratorGroup": group, "os": "linux",
-                    "arch": "amd64", "unitResources": {"cpu": "12", "ram": "192Gi"},
-                    "localStorage": "100Gi"}}
-    status = {"phase": "Active", "entrance": entrance(name),
-              "accelerator": view(n, n, n), "acceleratorShared": view(10 * n, n, 10 * n),
-              "acceleratorSliced": view(100 * n, 100, 100 * n),
-              "acceleratorPartitioned": dict(view(0, 0, 0), remainingProfiles=[]),
-              "cpu": view(0, 0, 0),
-              "detail": {"manufacturer": "nvidia", "product": product, "memory": memory,
-                         "slicedDetail": {
-                             "logical": {"coresPercentageOvercommit": True, "count": 128},
-                             "physical": {"count": 7, "profiles": profiles}}}}
-    return obj, status
-
-
-INSTANCE_TYPES = [
-    instancetype(H100, "nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", "81920Mi",
-                 [{"name": "1g.10gb", "count": 7, "memoryMib": 10240},
-                  {"name": "3g.40gb", "count": 2, "memoryMib": 40960}], 8),
-    instancetype(A100, "nvidia-a100-sxm4-80gb", "NVIDIA A100-SXM4-80GB", "81920Mi",
-                 [{"name": "1g.10gb", "count": 7, "memoryMib": 10240},
-                  {"name": "3g.40gb", "count": 2, "memoryMib": 40960}], 2),
-]
 
 
 def ctr(limits):
@@ -423,13 +388,6 @@ def run(t, tessera, cp):
     try:
         wh.wait_ready()
         register_webhooks(cp, wh.port)
-        for obj, status in INSTANCE_TYPES:
-            r = apply(cp, obj)
-            t.ok(r.returncode == 0, "InstanceType %s created through tessera's webhooks" %
-                 obj["metadata"]["name"], r.stderr)
-            it = cp.api("GET", IT_API + "/instancetypes/" + obj["metadata"]["name"])
-            it["status"] = status
-            cp.api("PUT", IT_API + "/instancetypes/%s/status" % obj["metadata"]["name"], it)
         nodes = [KubeletNode(cp, "node-a").start(), KubeletNode(cp, "node-m").start()]
         dms = [DeviceManager(tessera, cp, nodes[0], "NVIDIA H100 80GB HBM3:8:00000000"),
                DeviceManager(tessera, cp, nodes[1], "NVIDIA A100-SXM4-80GB:2:mig")]
@@ -448,6 +406,12 @@ def run(t, tessera, cp):
         t.ok(eventually(lambda: queue_ready(H100) and queue_ready(A100), 90),
              "the controller derives both pools' queues, Active, with the check referenced",
              [get(cp, KQ_API + "/clusterqueues/" + p) for p in (H100, A100)])
+        def authored(pool):
+            it = get(cp, IT_API + "/instancetypes/" + pool) or {}
+            return (it.get("status") or {}).get("phase") == "Active" and it
+        t.ok(eventually(lambda: authored(H100) and authored(A100), 60),
+             "the controller authors both pools' InstanceTypes and reports them Active",
+             [get(cp, IT_API + "/instancetypes/" + p) for p in (H100, A100)])
         # The webhook folds against the status; a dry run shows it took the InstanceType in.
         t.ok(eventually(lambda: "800k" in cp.kubectl(
             "apply", "--dry-run=server", "-o", "json", "-f", "-",

@@ -104,7 +104,8 @@ CALLS = {
 CONTROLLER_WATCHED = {("", "nodes"), ("", "namespaces"), ("worker.gpustack.ai", "devices"),
                       ("kueue.x-k8s.io", "workloads"), ("kueue.x-k8s.io", "clusterqueues"),
                       ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "resourceflavors"),
-                      ("kueue.x-k8s.io", "topologies"), ("kueue.x-k8s.io", "admissionchecks")}
+                      ("kueue.x-k8s.io", "topologies"), ("kueue.x-k8s.io", "admissionchecks"),
+                      ("worker.gpustack.ai", "instancetypes"), ("gpustack.ai", "settings")}
 CHAIN_KINDS = ("resourceflavors", "clusterqueues", "localqueues", "topologies")
 
 # What the controller asks of the API server besides its caches, by (source file, call).
@@ -125,6 +126,12 @@ CONTROLLER_CALLS = {
                               ("coordination.k8s.io", "leases", "update")},
     # chain_reconciler.c: merge PATCH stopPolicy HoldAndDrain on a retired ClusterQueue
     ("chain_reconciler.c", "patch"): {("kueue.x-k8s.io", "clusterqueues", "patch")},
+    # instancetype_reconciler.c: POST an authored InstanceType, PUT its status; JSON-patch its
+    # finalizer
+    ("instancetype_reconciler.c", "request"): {("worker.gpustack.ai", "instancetypes", "create"),
+                                               ("worker.gpustack.ai", "instancetypes/status",
+                                                "update")},
+    ("instancetype_reconciler.c", "patch"): {("worker.gpustack.ai", "instancetypes", "patch")},
     # node_devices_check.c: the judged nodes' Pods, uncached (fieldSelector spec.nodeName)
     ("node_devices_check.c", "list_all"): {("", "pods", "list")},
 }

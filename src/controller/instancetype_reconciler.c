@@ -1,0 +1,422 @@
+/*
+ * instancetype_reconciler.c - the InstanceTypes of the derived pools on a cluster: authored from
+ * the managed nodes, torn down through a finalizer, and their status kept (the four views and the
+ * rest of codec/instancetype_object.h, the one builder the simulator prints from too).
+ *
+ *   authoring   with the Setting instance-type-derived-from-node (default true) each pool's
+ *               InstanceType is created when missing, with the per-product unit preset; created
+ *               only, never edited afterwards (an admin's displayName, description or inactive
+ *               stays theirs).
+ *   finalizer   every InstanceType of a derived pool carries TSR_INSTANCETYPE_FINALIZER (added
+ *               and removed by a JSON patch that tests what it changes). When one is being
+ *               deleted, the chain (chain_reconciler.c) stops deriving its ClusterQueue, which is
+ *               drained (HoldAndDrain) and deleted once it reserves nothing; once the queue is
+ *               gone the finalizer is removed and the deletion completes. A pool its nodes still
+ *               derive gets a fresh InstanceType on the next pass.
+ *   status      written wholesale through the status subresource (a PUT guarded by the
+ *               resourceVersion), only when it differs from the cached one: the views from the
+ * pool's nodes' capability (their Devices spec) joined with their ledger (the Devices status the
+ * device managers publish), so Pods allocating and freeing move it; the CPU view of the generic
+ * pool from its nodes' allocatable CPU less what its ClusterQueue reserves; phase from the
+ * ClusterQueue: Active while its Active condition is True, Inactive when the InstanceType is
+ * inactive (stopPolicy Hold), Draining while HoldAndDrain (every view then reads 0), Deleting
+ * during teardown, else Pending with the queue's condition message (or its absence) as
+ * phaseMessage. An InstanceType no pool derives keeps whatever status it has; only its finalizer is
+ * handled.
+ */
+#include "controller/controller_int.h"
+
+#include "base/diag.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/quantity.h"
+#include "codec/devices_object.h"
+#include "codec/instancetype_object.h"
+#include "controller/managed_nodes.h"
+#include "core/views.h"
+#include "kube/cache.h"
+#include "kube/client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IT_PATH "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
+
+/* The index of the teardown finalizer in obj's metadata.finalizers, or -1. */
+static int finalizer_index(json_t *obj)
+{
+        json_t *f = json_object_get(json_object_get(obj, "metadata"), "finalizers"), *v;
+        size_t i;
+
+        json_array_foreach(f, i, v)
+        {
+                if (json_is_string(v) && !strcmp(json_string_value(v), TSR_INSTANCETYPE_FINALIZER))
+                        return (int)i;
+        }
+        return -1;
+}
+
+static bool has_finalizer(json_t *obj)
+{
+        return finalizer_index(obj) >= 0;
+}
+
+/*
+ * Adds (want) or removes the teardown finalizer of the cached InstanceType it by a JSON patch
+ * that tests what it changes, so no other finalizer is touched, a copy that moved on fails
+ * (retried with backoff) and an object that is gone is never re-created.
+ */
+static int set_finalizer(struct tsr_controller *c, json_t *it, bool want)
+{
+        const char *name = ctl_meta_str(it, "name");
+        json_t *meta = json_object_get(it, "metadata"), *ops;
+        int at = finalizer_index(it);
+        char path[512], elem[64];
+        struct tsr_diag diag;
+        int rc;
+
+        if (want == (at >= 0))
+                return 0;
+        snprintf(elem, sizeof(elem), "/metadata/finalizers/%d", at);
+        if (!want)
+                ops = json_pack("[{s:s, s:s, s:s}, {s:s, s:s}]", "op", "test", "path", elem,
+                                "value", TSR_INSTANCETYPE_FINALIZER, "op", "remove", "path", elem);
+        else if (json_is_array(json_object_get(meta, "finalizers")))
+                ops = json_pack("[{s:s, s:s, s:s}]", "op", "add", "path", "/metadata/finalizers/-",
+                                "value", TSR_INSTANCETYPE_FINALIZER);
+        else
+                ops = json_pack("[{s:s, s:s, s:O}, {s:s, s:s, s:[s]}]", "op", "test", "path",
+                                "/metadata/resourceVersion", "value",
+                                json_object_get(meta, "resourceVersion"), "op", "add", "path",
+                                "/metadata/finalizers", "value", TSR_INSTANCETYPE_FINALIZER);
+        if (!ops)
+                return TSR_ENOMEM;
+        tsr_diag_clear(&diag);
+        rc = snprintf(path, sizeof(path), IT_PATH "/%s", name ? name : "") < (int)sizeof(path)
+                 ? tsr_kube_client_patch(c->cfg.client, path, TSR_KUBE_PATCH_JSON, ops, NULL, NULL,
+                                         NULL, &diag)
+                 : TSR_ETOOBIG;
+        json_decref(ops);
+        if (rc == TSR_ENOTFOUND && !want)
+                rc = 0;
+        if (rc)
+                tsr_log(TSR_LOG_WARN, "InstanceType finalizer not changed", "name", name, "error",
+                        diag.msg, NULL);
+        return rc;
+}
+
+/* Creates pool p's InstanceType. An existing one (another replica, a race) is success. */
+static int author(struct tsr_controller *c, const struct tsr_chain_pool *p)
+{
+        json_t *obj = tsr_instancetype_object_authored(p), *created = NULL;
+        struct tsr_diag diag;
+        char *body;
+        int rc;
+
+        if (!obj || !(body = json_dumps(obj, JSON_COMPACT))) {
+                json_decref(obj);
+                return TSR_ENOMEM;
+        }
+        tsr_diag_clear(&diag);
+        rc = tsr_kube_client_request(c->cfg.client, "POST", IT_PATH, "application/json", body,
+                                     strlen(body), NULL, &created, NULL, &diag);
+        if (!rc) {
+                tsr_log(TSR_LOG_INFO, "InstanceType authored", "name", p->name, NULL);
+                ctl_event(c, created, "Normal", "Authored",
+                          "derived from the managed nodes of its pool");
+        } else if (rc == TSR_EEXIST) {
+                rc = 0;
+        } else {
+                tsr_log(TSR_LOG_WARN, "InstanceType not authored", "name", p->name, "error",
+                        diag.msg, NULL);
+        }
+        free(body);
+        json_decref(created);
+        json_decref(obj);
+        return rc;
+}
+
+/* The ClusterQueue's status.flavorsReservation of resource for flavor, in whole units. */
+static int64_t reserved(json_t *cq, const char *flavor, const char *resource)
+{
+        json_t *flavors = json_object_get(json_object_get(cq, "status"), "flavorsReservation"), *f;
+        size_t i, k;
+
+        json_array_foreach(flavors, i, f)
+        {
+                json_t *r;
+
+                if (!json_is_string(json_object_get(f, "name")) ||
+                    strcmp(json_string_value(json_object_get(f, "name")), flavor))
+                        continue;
+                json_array_foreach(json_object_get(f, "resources"), k, r)
+                {
+                        const char *name = json_string_value(json_object_get(r, "name"));
+                        const char *total = json_string_value(json_object_get(r, "total"));
+                        struct tsr_quantity q;
+                        struct tsr_diag diag;
+                        int64_t milli;
+
+                        if (name && total && !strcmp(name, resource) &&
+                            !tsr_quantity_parse(total, &q, &diag) &&
+                            !tsr_quantity_milli(&q, &milli))
+                                return (milli + 999) / 1000;
+                }
+        }
+        return 0;
+}
+
+/*
+ * The generic pool's CPU view: capacity is its nodes' allocatable cores, remaining that less
+ * what its ClusterQueue reserves, onceMaxRequest the most one Pod could still get: per flavor
+ * (nodes of one size) the smaller of a node's cores and the flavor's free cores. An accelerated
+ * pool's CPU view is 0/0, as upstream prints it.
+ */
+static void cpu_view(const struct tsr_chain_node *nodes, size_t n, const struct tsr_chain_pool *p,
+                     json_t *cq, struct tsr_view *out)
+{
+        struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
+        struct tsr_diag diag;
+        size_t nf = 0;
+
+        memset(out, 0, sizeof(*out));
+        if (p->product ||
+            tsr_chain_flavors(nodes, n, p, flavors, TSR_CHAIN_FLAVORS_MAX, &nf, NULL, &diag))
+                return;
+        for (size_t f = 0; f < nf; f++) {
+                int64_t total = (int64_t)flavors[f].per_node * flavors[f].nodes;
+                int64_t free_cores = total - reserved(cq, flavors[f].name, "cpu");
+                int64_t once =
+                    free_cores < (int64_t)flavors[f].per_node ? free_cores : flavors[f].per_node;
+
+                if (free_cores < 0)
+                        free_cores = 0;
+                out->capacity += total;
+                out->remaining += free_cores;
+                if (once > out->once_max)
+                        out->once_max = once;
+        }
+}
+
+/* Pool p's views from its managed nodes' capability and published ledger. */
+static int pool_views(const struct ctl_nodes *nodes, const struct tsr_chain_pool *p,
+                      struct tsr_pool_views *out)
+{
+        struct tsr_pool_node *pool = calloc(nodes->n + 1, sizeof(*pool));
+        struct tsr_accel_ledger *ledgers =
+            calloc((nodes->n + 1) * CTL_NODE_ACCELS_MAX, sizeof(*ledgers));
+        size_t n = 0;
+        int rc = 0;
+
+        if (!pool || !ledgers) {
+                rc = TSR_ENOMEM;
+                goto out;
+        }
+        for (size_t i = 0; p->product && i < nodes->n; i++) {
+                const struct ctl_node *node = &nodes->v[i];
+                struct tsr_accel_ledger *l = &ledgers[n * CTL_NODE_ACCELS_MAX];
+                struct tsr_diag diag;
+
+                if (node->fault[0] || !tsr_chain_node_in_pool(&node->chain, p))
+                        continue;
+                tsr_diag_clear(&diag);
+                if (tsr_devices_object_ledger(node->devices, node->caps, node->chain.accel_count, l,
+                                              &diag)) {
+                        /* A ledger that cannot be read counts as untouched, and says so. */
+                        tsr_log(TSR_LOG_WARN, "Devices ledger unreadable", "node", node->name,
+                                "error", diag.msg, NULL);
+                        for (unsigned a = 0; a < node->chain.accel_count; a++)
+                                tsr_ledger_reset(&l[a]);
+                }
+                pool[n].caps = node->caps;
+                pool[n].ledger = l;
+                pool[n].n = node->chain.accel_count;
+                n++;
+        }
+        tsr_views_compute(pool, n, out);
+out:
+        free(pool);
+        free(ledgers);
+        return rc;
+}
+
+/* The queue's condition type's object, or NULL. */
+static json_t *queue_condition(json_t *cq, const char *type)
+{
+        json_t *conds = json_object_get(json_object_get(cq, "status"), "conditions"), *cond;
+        size_t i;
+
+        json_array_foreach(conds, i, cond)
+        {
+                const char *t = json_string_value(json_object_get(cond, "type"));
+
+                if (t && !strcmp(t, type))
+                        return cond;
+        }
+        return NULL;
+}
+
+/* The phase of InstanceType it (cached, may be NULL) with ClusterQueue cq (may be NULL). */
+static void state_of(json_t *it, json_t *cq, struct tsr_instancetype_state *st, char *msg,
+                     size_t msg_len)
+{
+        json_t *active = queue_condition(cq, "Active");
+        const char *stop =
+            json_string_value(json_object_get(json_object_get(cq, "spec"), "stopPolicy"));
+
+        memset(st, 0, sizeof(*st));
+        msg[0] = '\0';
+        st->phase_message = msg;
+        if (ctl_meta_str(it, "deletionTimestamp")) {
+                st->phase = "Deleting";
+                st->draining = true;
+                snprintf(msg, msg_len, "tearing down: its ClusterQueue drains, then is deleted");
+        } else if (stop && !strcmp(stop, "HoldAndDrain")) {
+                st->phase = "Draining";
+                st->draining = true;
+                snprintf(msg, msg_len, "its ClusterQueue is HoldAndDrain");
+        } else if (json_is_true(json_object_get(json_object_get(it, "spec"), "inactive"))) {
+                st->phase = "Inactive";
+                snprintf(msg, msg_len, "inactive: its ClusterQueue holds new admissions");
+        } else if (json_is_string(json_object_get(active, "status")) &&
+                   !strcmp(json_string_value(json_object_get(active, "status")), "True")) {
+                st->phase = "Active";
+        } else {
+                const char *why = json_string_value(json_object_get(active, "message"));
+
+                st->phase = "Pending";
+                if (!cq)
+                        snprintf(msg, msg_len, "its ClusterQueue does not exist yet");
+                else
+                        snprintf(msg, msg_len, "its ClusterQueue is not active%s%s",
+                                 why ? ": " : "", why ? why : "");
+        }
+}
+
+/* Writes pool p's status when it differs from the cached InstanceType it's. */
+static int write_status(struct tsr_controller *c, const struct ctl_nodes *nodes,
+                        const struct tsr_chain_node *chain, const struct tsr_chain_pool *p,
+                        json_t *it)
+{
+        json_t *cq = tsr_kube_cache_clusterqueue(c->cache, p->name), *status, *obj;
+        struct tsr_instancetype_state st;
+        struct tsr_pool_views v;
+        struct tsr_view cpu;
+        struct tsr_diag diag;
+        char msg[512], path[512], *body;
+        int rc;
+
+        rc = pool_views(nodes, p, &v);
+        if (rc) {
+                json_decref(cq);
+                return rc;
+        }
+        cpu_view(chain, nodes->n, p, cq, &cpu);
+        state_of(it, cq, &st, msg, sizeof(msg));
+        json_decref(cq);
+        status = tsr_instancetype_object_status(p, &v, &cpu, &st);
+        if (!status)
+                return TSR_ENOMEM;
+        if (json_equal(status, json_object_get(it, "status"))) {
+                json_decref(status);
+                return 0;
+        }
+        /* Wholesale: a PUT of the cached object with the new status, guarded by its
+         * resourceVersion (a copy that moved on gets a 409 and is retried with backoff). An
+         * apply could not empty slicedDetail's logical or physical object: the server reads an
+         * emptied map as null, which the schema refuses. */
+        obj = json_deep_copy(it);
+        if (!obj || json_object_set_new(obj, "status", status) ||
+            !(body = json_dumps(obj, JSON_COMPACT))) {
+                if (!obj)
+                        json_decref(status);
+                json_decref(obj);
+                return TSR_ENOMEM;
+        }
+        tsr_diag_clear(&diag);
+        rc = snprintf(path, sizeof(path), IT_PATH "/%s/status", p->name) < (int)sizeof(path)
+                 ? tsr_kube_client_request(c->cfg.client, "PUT", path, "application/json", body,
+                                           strlen(body), NULL, NULL, NULL, &diag)
+                 : TSR_ETOOBIG;
+        if (rc)
+                tsr_log(TSR_LOG_WARN, "InstanceType status not written", "name", p->name, "error",
+                        diag.msg, NULL);
+        free(body);
+        json_decref(obj);
+        return rc;
+}
+
+/* Finishes the teardown of InstanceType it once its ClusterQueue is gone. */
+static int finish_teardown(struct tsr_controller *c, json_t *it)
+{
+        const char *name = ctl_meta_str(it, "name");
+        json_t *cq;
+
+        if (!name || !ctl_meta_str(it, "deletionTimestamp") || !has_finalizer(it))
+                return 0;
+        cq = tsr_kube_cache_clusterqueue(c->cache, name);
+        json_decref(cq);
+        if (cq) {
+                ctl_enqueue(c, "chain"); /* the chain drains and deletes it */
+                return 0;
+        }
+        tsr_log(TSR_LOG_INFO, "InstanceType torn down", "name", name, NULL);
+        return set_finalizer(c, it, false);
+}
+
+int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
+{
+        struct tsr_settings settings = c->cfg.settings;
+        struct ctl_nodes nodes;
+        struct tsr_chain_node *chain = NULL;
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        struct tsr_diag diag;
+        json_t *list, *it;
+        size_t np = 0, i;
+        int rc, failed = 0;
+        bool tearing = false;
+
+        tsr_kube_cache_settings(c->cache, c->ns, &settings);
+        tsr_diag_clear(&diag);
+        rc = ctl_nodes_load(c, &nodes, &diag);
+        if (!rc && !(chain = calloc(nodes.n + 1, sizeof(*chain))))
+                rc = TSR_ENOMEM;
+        for (i = 0; !rc && i < nodes.n; i++)
+                chain[i] = nodes.v[i].chain;
+        if (!rc)
+                rc = tsr_chain_pools(chain, nodes.n, pools, TSR_CHAIN_POOLS_MAX, &np, &diag);
+        if (rc) {
+                tsr_log(TSR_LOG_WARN, "InstanceTypes not derived", "error",
+                        diag.msg[0] ? diag.msg : tsr_strerror(rc), NULL);
+                goto out;
+        }
+        for (size_t p = 0; p < np; p++) {
+                it = tsr_kube_cache_instancetype(c->cache, pools[p].name);
+                if (!it) {
+                        if (settings.value[TSR_SETTING_INSTANCE_TYPE_DERIVED_FROM_NODE])
+                                failed |= author(c, &pools[p]);
+                        continue;
+                }
+                if (!ctl_meta_str(it, "deletionTimestamp") && !has_finalizer(it))
+                        failed |= set_finalizer(c, it, true);
+                failed |= write_status(c, &nodes, chain, &pools[p], it);
+                json_decref(it);
+        }
+        list = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_INSTANCETYPES);
+        json_array_foreach(list, i, it)
+        {
+                if (ctl_meta_str(it, "deletionTimestamp") && has_finalizer(it)) {
+                        tearing = true;
+                        failed |= finish_teardown(c, it);
+                }
+        }
+        json_decref(list);
+        rc = failed ? TSR_EIO : 0;
+out:
+        if (tearing)
+                *requeue_ms = 5000;
+        free(chain);
+        ctl_nodes_release(&nodes);
+        return rc;
+}
