@@ -21,8 +21,11 @@
  * ClusterQueue: Active while its Active condition is True, Inactive when the InstanceType is
  * inactive (stopPolicy Hold), Draining while HoldAndDrain (every view then reads 0), Deleting
  * during teardown, else Pending with the queue's condition message (or its absence) as
- * phaseMessage. An InstanceType no pool derives keeps whatever status it has; only its finalizer is
- * handled.
+ * phaseMessage.
+ * An InstanceType of ours (it carries the finalizer) that no managed node derives any more is
+ * reported from the pool it names, with no node in it: every view 0, its phase its draining
+ * queue's (Draining while HoldAndDrain, Pending once the queue is gone). One that never was ours
+ * is left as it is.
  */
 #include "controller/controller_int.h"
 
@@ -33,6 +36,7 @@
 #include "codec/devices_object.h"
 #include "codec/instancetype_object.h"
 #include "controller/managed_nodes.h"
+#include "core/catalog.h"
 #include "core/views.h"
 #include "kube/cache.h"
 #include "kube/client.h"
@@ -258,8 +262,8 @@ static json_t *queue_condition(json_t *cq, const char *type)
 }
 
 /* The phase of InstanceType it (cached, may be NULL) with ClusterQueue cq (may be NULL). */
-static void state_of(json_t *it, json_t *cq, struct tsr_instancetype_state *st, char *msg,
-                     size_t msg_len)
+static void state_of(json_t *it, json_t *cq, bool served, struct tsr_instancetype_state *st,
+                     char *msg, size_t msg_len)
 {
         json_t *active = queue_condition(cq, "Active");
         const char *stop =
@@ -286,7 +290,9 @@ static void state_of(json_t *it, json_t *cq, struct tsr_instancetype_state *st, 
                 const char *why = json_string_value(json_object_get(active, "message"));
 
                 st->phase = "Pending";
-                if (!cq)
+                if (!served)
+                        snprintf(msg, msg_len, "no managed node serves this pool");
+                else if (!cq)
                         snprintf(msg, msg_len, "its ClusterQueue does not exist yet");
                 else
                         snprintf(msg, msg_len, "its ClusterQueue is not active%s%s",
@@ -294,10 +300,11 @@ static void state_of(json_t *it, json_t *cq, struct tsr_instancetype_state *st, 
         }
 }
 
-/* Writes pool p's status when it differs from the cached InstanceType it's. */
+/* Writes pool p's status (served: some managed node derives it) when it differs from the cached
+ * InstanceType it's. */
 static int write_status(struct tsr_controller *c, const struct ctl_nodes *nodes,
                         const struct tsr_chain_node *chain, const struct tsr_chain_pool *p,
-                        json_t *it)
+                        bool served, json_t *it)
 {
         json_t *cq = tsr_kube_cache_clusterqueue(c->cache, p->name), *status, *obj;
         struct tsr_instancetype_state st;
@@ -313,7 +320,7 @@ static int write_status(struct tsr_controller *c, const struct ctl_nodes *nodes,
                 return rc;
         }
         cpu_view(chain, nodes->n, p, cq, &cpu);
-        state_of(it, cq, &st, msg, sizeof(msg));
+        state_of(it, cq, served, &st, msg, sizeof(msg));
         json_decref(cq);
         status = tsr_instancetype_object_status(p, &v, &cpu, &st);
         if (!status)
@@ -365,6 +372,45 @@ static int finish_teardown(struct tsr_controller *c, json_t *it)
         return set_finalizer(c, it, false);
 }
 
+static bool derived(const struct tsr_chain_pool *pools, size_t np, const char *name)
+{
+        for (size_t p = 0; name && p < np; p++)
+                if (!strcmp(pools[p].name, name))
+                        return true;
+        return false;
+}
+
+/*
+ * The pool an InstanceType of ours stood for, read back from it (its name, entrance label, os,
+ * arch and product), for one no managed node derives any more. Returns 0, or TSR_EINVAL when
+ * the object does not say.
+ */
+static int pool_of(json_t *it, struct tsr_chain_pool *out)
+{
+        json_t *spec = json_object_get(it, "spec");
+        const char *name = ctl_meta_str(it, "name");
+        const char *entrance = json_string_value(json_object_get(
+            json_object_get(json_object_get(it, "metadata"), "labels"), TSR_INSTANCETYPE_ENTRANCE));
+        const char *os = json_string_value(json_object_get(spec, "os"));
+        const char *arch = json_string_value(json_object_get(spec, "arch"));
+        const char *product = json_string_value(
+            json_object_get(json_object_get(json_object_get(it, "status"), "detail"), "product"));
+
+        memset(out, 0, sizeof(*out));
+        if (!name || !entrance || !os || !arch || strlen(name) >= sizeof(out->name) ||
+            strlen(entrance) >= sizeof(out->entrance) || strlen(os) >= sizeof(out->os) ||
+            strlen(arch) >= sizeof(out->arch))
+                return TSR_EINVAL;
+        if (json_is_true(json_object_get(spec, "acceleratable")) &&
+            !(out->product = product ? tsr_catalog_product_by_name(product) : NULL))
+                return TSR_EINVAL;
+        memcpy(out->name, name, strlen(name) + 1);
+        memcpy(out->entrance, entrance, strlen(entrance) + 1);
+        memcpy(out->os, os, strlen(os) + 1);
+        memcpy(out->arch, arch, strlen(arch) + 1);
+        return 0;
+}
+
 int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
 {
         struct tsr_settings settings = c->cfg.settings;
@@ -400,15 +446,20 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
                 }
                 if (!ctl_meta_str(it, "deletionTimestamp") && !has_finalizer(it))
                         failed |= set_finalizer(c, it, true);
-                failed |= write_status(c, &nodes, chain, &pools[p], it);
+                failed |= write_status(c, &nodes, chain, &pools[p], true, it);
                 json_decref(it);
         }
         list = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_INSTANCETYPES);
         json_array_foreach(list, i, it)
         {
+                struct tsr_chain_pool gone;
+
                 if (ctl_meta_str(it, "deletionTimestamp") && has_finalizer(it)) {
                         tearing = true;
                         failed |= finish_teardown(c, it);
+                } else if (has_finalizer(it) && !derived(pools, np, ctl_meta_str(it, "name")) &&
+                           !pool_of(it, &gone)) {
+                        failed |= write_status(c, &nodes, chain, &gone, false, it);
                 }
         }
         json_decref(list);

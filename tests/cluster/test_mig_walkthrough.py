@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_mig_walkthrough.py TESSERA [--seed-instancetypes] - the MIG seed's walkthrough ("three MIG
+"""test_mig_walkthrough.py TESSERA - the MIG seed's walkthrough ("three MIG
 configurations on one node", examples/h100-mig-walkthrough.yaml) replayed on the real control
 plane, and what the real kubectl prints compared with the simulator's transcript of it,
 tests/golden/h100-mig-walkthrough.out.
@@ -8,9 +8,9 @@ The cluster is the example's: node-h100 (128 CPUs, 2Ti, eight H100 80GB HBM3 wit
 fake NVML backend under `tessera device-manager --fake`) and node-cpu (4 CPUs, 16Gi, no GPU), with
 tessera's CRDs, `tessera webhook` registered, one `tessera controller` (the Deployment's RBAC
 only), Kueue, kube-scheduler and the kubelet part (tests/cluster/kubelet.py). node-cpu runs no
-device manager: `tessera device-manager` refuses a node without a GPU ("no GPU the catalog knows
-was detected") and the fake takes no zero-GPU spec, so node-cpu has no Devices object and is not
-a managed node.
+device manager (there is no GPU to detect); the controller manages it as a CPU-only node of the
+generic pool, so the generic row counts both nodes' CPUs (128/132). The controller authors both
+InstanceTypes and writes their status; nothing here writes either.
 
 The steps, as the example takes them:
   1    every GPU MIG off;
@@ -39,12 +39,7 @@ steps are cut at the commands that change the node (the MIG flips, the Pods appl
 deleted), and each step's expected values are the first of each kind inside it. Nothing the
 golden says is copied here. Step 4 also checks that the keys read step 1's again.
 
-What writes InstanceType objects and their status on a cluster is `tessera controller`'s pool
-authoring; without it the rows cannot match, and the Pods are refused by the webhook (a Pod on a
-queue is sized from the InstanceType behind it). --seed-instancetypes, for development only,
-creates the H100 InstanceType through tessera's webhooks, and before each step's Pods writes it a
-status as test_admission.py once did when the present one offers no 3g.40gb, so the Pods can be
-folded; its rows are not the golden's. Prints TAP.
+Prints TAP.
 """
 import glob
 import json
@@ -306,44 +301,7 @@ def flip(t, devices, gpus, on, label):
 
 # ---- the suite -------------------------------------------------------------------------------------
 
-def seed_instancetypes(t, cp):
-    """--seed-instancetypes: the H100 InstanceType, when absent, and a status the webhook can
-    fold against (its memory and two partition profiles) as test_admission.py once wrote it, when
-    the present one offers no 3g.40gb; called at the start and before each step's Pods. For
-    development while nothing on a cluster writes InstanceType status that offers the profile.
-    Its rows are not the golden's."""
-    def view(n):
-        return {"capacity": n, "onceMaxRequest": n, "remaining": n}
-    obj = {"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "InstanceType",
-           "metadata": {"name": H100,
-                        "labels": {"schedule.gpustack.ai/queue-entrance": entrance(H100)}},
-           "spec": {"acceleratable": True, "acceleratorGroup": "nvidia-h100-80gb-hbm3",
-                    "os": "linux", "arch": "amd64", "unitResources": {"cpu": "12", "ram": "192Gi"},
-                    "localStorage": "100Gi"}}
-    status = {"phase": "Active", "entrance": entrance(H100), "accelerator": view(8),
-              "acceleratorShared": view(80), "acceleratorSliced": view(800),
-              "acceleratorPartitioned": dict(view(0), remainingProfiles=[]), "cpu": view(0),
-              "detail": {"manufacturer": "nvidia", "product": "NVIDIA H100 80GB HBM3",
-                         "memory": "81920Mi", "slicedDetail": {
-                             "logical": {"coresPercentageOvercommit": True, "count": 128},
-                             "physical": {"count": 7, "profiles": [
-                                 {"name": "1g.10gb", "count": 7, "memoryMib": 10240},
-                                 {"name": "3g.40gb", "count": 2, "memoryMib": 40960}]}}}}
-    it = get(cp, IT_API + "/instancetypes/" + H100)
-    if not it:
-        r = cp.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
-        t.ok(r.returncode == 0, "--seed-instancetypes: %s created through tessera's webhooks" %
-             H100, r.stderr)
-        it = cp.api("GET", IT_API + "/instancetypes/" + H100)
-    offered = [p.get("name") for p in ((((it.get("status") or {}).get("detail") or {}).get(
-        "slicedDetail") or {}).get("physical") or {}).get("profiles") or []]
-    if "3g.40gb" not in offered:
-        it["status"] = status
-        cp.api("PUT", IT_API + "/instancetypes/%s/status" % H100, it)
-        t.note("--seed-instancetypes: %s's status seeded" % H100)
-
-
-def run(t, tessera, cp, seed):
+def run(t, tessera, cp):
     golden = steps(transcript())
     t.ok(all(golden.get(s, {}).get("rows") for s in ("1", "2.2", "2.4", "3", "3.1", "4")) and
          all(golden.get(s, {}).get("keys") for s in ("1", "2.2", "2.4", "3", "3.1")),
@@ -366,8 +324,6 @@ def run(t, tessera, cp, seed):
     try:
         wh.wait_ready()
         register_webhooks(cp, wh.port)
-        if seed:
-            seed_instancetypes(t, cp)
         nodes = [KubeletNode(cp, NODE, capacity={"cpu": "128", "memory": "2Ti"}).start(),
                  KubeletNode(cp, "node-cpu", capacity={"cpu": "4", "memory": "16Gi"}).start()]
         h100 = nodes[0]
@@ -387,8 +343,6 @@ def run(t, tessera, cp, seed):
         flip(t, devices, range(8), True, "step 2.1")
         compare(t, cp, "2.2", golden.get("2.2", {}))
 
-        if seed:
-            seed_instancetypes(t, cp)
         ran = apply_pod(t, cp, manifests, "mig-demo")
         if ran:
             g = grants(cp, "mig-demo")
@@ -401,8 +355,6 @@ def run(t, tessera, cp, seed):
         flip(t, devices, [3, 4, 5, 6, 7], False, "step 3")
         compare(t, cp, "3", golden.get("3", {}))
 
-        if seed:
-            seed_instancetypes(t, cp)
         ran = apply_pod(t, cp, manifests, "mixed-partition")
         ran = apply_pod(t, cp, manifests, "mixed-logical") and ran
         part, logical = grants(cp, "mixed-partition"), grants(cp, "mixed-logical")
@@ -433,9 +385,8 @@ def run(t, tessera, cp, seed):
 
 def main():
     tessera = sys.argv[1]
-    seed = "--seed-instancetypes" in sys.argv[2:]
     t = Tap()
-    on_control_plane(t, "mig_walkthrough", lambda cp: run(t, tessera, cp, seed), users=[USER])
+    on_control_plane(t, "mig_walkthrough", lambda cp: run(t, tessera, cp), users=[USER])
     sys.exit(t.done())
 
 
