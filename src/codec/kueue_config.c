@@ -75,8 +75,10 @@ static json_t *transformations(void)
  * The request descriptors Kueue must not count as quota, every manufacturer's in the catalog's
  * order: a slice's <base>.sliced.cores-percentage, .sliced.memory-percentage and
  * .sliced.memory-mib (the fold turned them into .sliced.units) and, with a partition kind, every
- * profile key <base>.partitioned.<kind>- (the fold turned it into .partitioned.units). Kueue drops
- * them before its transformations, so they reach neither the quota nor TAS.
+ * profile key <base>.partitioned.<kind>- (the fold turned it into .partitioned.units); and the
+ * manufacturer's visibility key device.gpustack.ai/<m>.visibility, an SSH sidecar's view of what
+ * its Pod's other containers hold (outside the families: it costs nothing). Kueue drops them
+ * before its transformations, so they reach neither the quota nor TAS.
  */
 static json_t *excluded_prefixes(void)
 {
@@ -98,6 +100,9 @@ static json_t *excluded_prefixes(void)
                         snprintf(prefix, sizeof(prefix), "%s.%s-", key, m->partition_kind);
                         rc = rc || json_array_append_new(list, json_string(prefix));
                 }
+                if (!rc)
+                        rc = tsr_key_format(key, m, TSR_KEY_VISIBILITY, NULL) ||
+                             json_array_append_new(list, json_string(key));
                 if (rc) {
                         json_decref(list);
                         list = NULL;

@@ -10,8 +10,8 @@
  * partitioned.units and a zero-cost .partitioned row for the three with a partition kind (hygon,
  * nvidia, thead) = 42, strategy Replace, in catalog order, NVIDIA's first four exactly as
  * spec/upstream-behavior.md §9 writes them, the sliced row's multiplyBy; the excluded request
- * descriptors (9 x 3 sliced ones and a profile-key prefix per partition kind, never a quota key); a
- * bad namespace (TSR_EINVAL); an allocation-failure loop. YAML: a hand-written document's exact
+ * descriptors (9 x 3 sliced ones, a profile-key prefix per partition kind and 9 visibility keys,
+ * never a quota key); a bad namespace (TSR_EINVAL); an allocation-failure loop. YAML: a hand-written document's exact
  * text (strings a YAML 1.1 parser would read as numbers, booleans or null double-quoted, empty
  * containers as {} and []), the whole Configuration read back by the simulator's YAML reader
  * (src/sim/yaml_json.h) equal to the JSON, and a full buffer leaving it as it was.
@@ -138,7 +138,7 @@ static void test_kueue_config__excluded_descriptors(void **state)
         size_t i, nvidia = 0;
 
         (void)state;
-        assert_int_equal(json_array_size(ex), 9 * 3 + 3);
+        assert_int_equal(json_array_size(ex), 9 * 4 + 3);
         json_array_foreach(ex, i, row)
         {
                 const char *p = json_string_value(row);
@@ -155,8 +155,13 @@ static void test_kueue_config__excluded_descriptors(void **state)
         expect(json_array_get(ex, nvidia + 2), "\"nvidia.com/gpu.sliced.memory-mib\"");
         /* every profile key (nvidia.com/gpu.partitioned.mig-3g.40gb), not .partitioned.units */
         expect(json_array_get(ex, nvidia + 3), "\"nvidia.com/gpu.partitioned.mig-\"");
-        expect(json_array_get(ex, json_array_size(ex) - 1),
+        /* an SSH sidecar's visibility request, outside the families */
+        expect(json_array_get(ex, nvidia + 4), "\"device.gpustack.ai/nvidia.visibility\"");
+        expect(json_array_get(ex, 3), "\"device.gpustack.ai/amd.visibility\"");
+        expect(json_array_get(ex, json_array_size(ex) - 2),
                "\"alibabacloud.com/ppu.partitioned.mig-\"");
+        expect(json_array_get(ex, json_array_size(ex) - 1),
+               "\"device.gpustack.ai/thead.visibility\"");
         json_decref(cfg);
 }
 
