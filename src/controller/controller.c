@@ -34,7 +34,8 @@
          TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_TOPOLOGIES) |                                           \
          TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_ADMISSIONCHECKS) |                                      \
          TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_INSTANCETYPES) |                                        \
-         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_SETTINGS))
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_SETTINGS) |                                             \
+         TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_INSTANCES))
 
 static const char *const kind_names[CTL_N_KINDS] = {
     [CTL_KIND_ADMISSIONCHECK] = "admissioncheck",
@@ -43,6 +44,8 @@ static const char *const kind_names[CTL_N_KINDS] = {
     [CTL_KIND_WORKLOADS] = "workloads",
     [CTL_KIND_WORKLOAD] = "workload",
     [CTL_KIND_INSTANCETYPES] = "instancetypes",
+    [CTL_KIND_INSTANCE] = "instance",
+    [CTL_KIND_INSTANCES_DRAINED] = "instances-drained",
 };
 
 void ctl_enqueue(struct tsr_controller *c, const char *key)
@@ -72,6 +75,7 @@ static void on_change(void *ctx, enum tsr_kube_cache_resource r)
 {
         struct tsr_controller *c = ctx;
 
+        ctl_instances_on_change(c, r); /* Instances, InstanceTypes, ClusterQueues */
         switch (r) {
         case TSR_KUBE_CACHE_NODES:
         case TSR_KUBE_CACHE_DEVICES:
@@ -116,6 +120,7 @@ static void on_started(void *ctx)
         ctl_enqueue(c, "workloads");
         ctl_enqueue(c, "instancetypes");
         enqueue_nodes(c);
+        ctl_instances_enqueue_all(c);
 }
 
 static void on_lost(void *ctx)
@@ -144,6 +149,14 @@ static int dispatch(struct tsr_controller *c, const char *key, enum ctl_kind *ki
                 return *kind = CTL_KIND_WORKLOADS, ctl_workloads_scan(c), 0;
         if (!strncmp(key, "node/", 5))
                 return *kind = CTL_KIND_NODE, ctl_node_features_reconcile(c, key + 5);
+        if (!strncmp(key, "instances-drained/", 18))
+                return *kind = CTL_KIND_INSTANCES_DRAINED, ctl_instances_drained(c, key + 18);
+        if (!strncmp(key, "instance/", 9)) {
+                *kind = CTL_KIND_INSTANCE;
+                if (sscanf(key, "instance/%253[^/]/%253s", ns, name) != 2)
+                        return TSR_EINVAL;
+                return ctl_instance_reconcile(c, ns, name, requeue_ms);
+        }
         *kind = CTL_KIND_WORKLOAD;
         if (sscanf(key, "workload/%253[^/]/%253s", ns, name) != 2)
                 return TSR_EINVAL;
@@ -287,9 +300,10 @@ int tsr_controller_start(const struct tsr_controller_config *cfg, struct tsr_con
                 c->cfg.requeue_after_s = 30;
         c->queue = tsr_workqueue_new(50, 30000);
         c->verdicts = json_object();
-        if (!c->queue || !c->verdicts) {
+        if (!c->queue || !c->verdicts || ctl_instances_init(c)) {
                 tsr_workqueue_free(c->queue);
                 json_decref(c->verdicts);
+                ctl_instances_release(c);
                 free(c);
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         }
@@ -398,5 +412,6 @@ void tsr_controller_stop(struct tsr_controller *c)
         tsr_kube_cache_free(c->cache);
         tsr_workqueue_free(c->queue);
         json_decref(c->verdicts);
+        ctl_instances_release(c);
         free(c);
 }

@@ -11,6 +11,7 @@
 
 #include "codec/kueue_chain.h"
 #include "controller/controller.h"
+#include "kube/cache.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -33,6 +34,8 @@ enum ctl_kind {
         CTL_KIND_WORKLOADS,
         CTL_KIND_WORKLOAD,
         CTL_KIND_INSTANCETYPES,
+        CTL_KIND_INSTANCE,
+        CTL_KIND_INSTANCES_DRAINED,
         CTL_N_KINDS,
 };
 
@@ -46,6 +49,9 @@ struct tsr_controller {
         bool worker_started;
         atomic_bool leading;
         json_t *verdicts; /* "ns/name" -> {uid, at}: Ready verdicts written, the worker's alone */
+        /* instance_reconciler.c: "ns/name" -> the last signature seen, each map touched only by
+         * its resource's change callbacks */
+        json_t *seen_instances, *seen_instancetypes, *seen_clusterqueues;
         /* counters */
         atomic_ulong reconciles[CTL_N_KINDS], failures[CTL_N_KINDS];
         atomic_ulong verdicts_ready, verdicts_retry, verdicts_unchanged;
@@ -91,6 +97,18 @@ void ctl_workloads_scan(struct tsr_controller *c);
 /* Authors, tears down and reports the InstanceTypes; *requeue_ms (0: none) while one tears
  * down. */
 int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms);
+/* instance_reconciler.c: the maps of the change callbacks (0 or TSR_ENOMEM), released by
+ * ctl_instances_release; the change callback (Instances, InstanceTypes, ClusterQueues: queues
+ * the Instances a change concerns); every Instance queued (on becoming leader). */
+int ctl_instances_init(struct tsr_controller *c);
+void ctl_instances_release(struct tsr_controller *c);
+void ctl_instances_on_change(struct tsr_controller *c, enum tsr_kube_cache_resource r);
+void ctl_instances_enqueue_all(struct tsr_controller *c);
+/* Runs (or stops) the Instance ns/name; *requeue_ms (0: none) while it starts, stops or runs. */
+int ctl_instance_reconcile(struct tsr_controller *c, const char *ns, const char *name,
+                           unsigned *requeue_ms);
+/* Stops every running Instance of the type whose ClusterQueue cq was seen HoldAndDrain. */
+int ctl_instances_drained(struct tsr_controller *c, const char *cq);
 /* Judges ns/name (a Retry is looked at again when Kueue reserves quota for it again). */
 int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name);
 

@@ -102,6 +102,8 @@ static const struct {
     [TSR_KUBE_CACHE_ADMISSIONCHECKS] = {"admissionchecks",
                                         "/apis/kueue.x-k8s.io/v1beta2/admissionchecks", false,
                                         false},
+    [TSR_KUBE_CACHE_INSTANCES] = {"instances", "/apis/worker.gpustack.ai/v1alpha1/instances", true,
+                                  false},
 };
 
 struct watcher {

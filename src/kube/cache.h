@@ -6,9 +6,9 @@
  * operator's runtime gpustack.ai/v1 Settings (listed in the operator's namespace only; an
  * aggregated API, often not served), core v1 Pods bound to one node (a node agent's view:
  * fieldSelector spec.nodeName=<node>, every namespace), and for the controller core v1 Nodes and
- * Namespaces, worker.gpustack.ai/v1alpha1 Devices and kueue.x-k8s.io/v1beta2 Workloads,
- * ResourceFlavors, Topologies and AdmissionChecks. The kinds are rows of one table (cache.c);
- * tsr_kube_cache_get and tsr_kube_cache_list read any of them.
+ * Namespaces, worker.gpustack.ai/v1alpha1 Devices and Instances, and kueue.x-k8s.io/v1beta2
+ * Workloads, ResourceFlavors, Topologies and AdmissionChecks. The kinds are rows of one table
+ * (cache.c); tsr_kube_cache_get and tsr_kube_cache_list read any of them.
  *
  * A cache watches the resources of its mask (tsr_kube_cache_opts.resources); the default is the
  * webhook's set, TSR_KUBE_CACHE_WEBHOOK_RESOURCES (everything but the Pods). A resource outside
@@ -140,6 +140,7 @@ enum tsr_kube_cache_resource {
         TSR_KUBE_CACHE_RESOURCEFLAVORS, /* kueue.x-k8s.io/v1beta2, cluster-scoped */
         TSR_KUBE_CACHE_TOPOLOGIES,      /* kueue.x-k8s.io/v1beta2, cluster-scoped */
         TSR_KUBE_CACHE_ADMISSIONCHECKS, /* kueue.x-k8s.io/v1beta2, cluster-scoped */
+        TSR_KUBE_CACHE_INSTANCES,       /* worker.gpustack.ai/v1alpha1 Instances (namespaced) */
         TSR_KUBE_CACHE_N_RESOURCES,
 };
 

@@ -105,7 +105,8 @@ CONTROLLER_WATCHED = {("", "nodes"), ("", "namespaces"), ("worker.gpustack.ai", 
                       ("kueue.x-k8s.io", "workloads"), ("kueue.x-k8s.io", "clusterqueues"),
                       ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "resourceflavors"),
                       ("kueue.x-k8s.io", "topologies"), ("kueue.x-k8s.io", "admissionchecks"),
-                      ("worker.gpustack.ai", "instancetypes"), ("gpustack.ai", "settings")}
+                      ("worker.gpustack.ai", "instancetypes"), ("gpustack.ai", "settings"),
+                      ("worker.gpustack.ai", "instances")}
 CHAIN_KINDS = ("resourceflavors", "clusterqueues", "localqueues", "topologies")
 
 # What the controller asks of the API server besides its caches, by (source file, call).
@@ -117,9 +118,11 @@ CONTROLLER_CALLS = {
                                {("", "nodes", "patch"), ("", "nodes/status", "patch"),
                                 ("kueue.x-k8s.io", "workloads/status",
                                                          "patch"),
-                                ("kueue.x-k8s.io", "admissionchecks/status", "patch")},
+                                ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
+                                ("", "services", "patch"), ("", "services", "create")},
     ("controller.c", "request"): {("kueue.x-k8s.io", k, "delete") for k in CHAIN_KINDS} |
-                                 {("", "events", "create")},
+                                 {("", "events", "create"), ("", "pods", "delete"),
+                                  ("", "services", "delete")},
     # leader.c: GET the Lease, POST it when missing, PUT it to renew, take over or release
     ("leader.c", "get"): {("coordination.k8s.io", "leases", "get")},
     ("leader.c", "request"): {("coordination.k8s.io", "leases", "create"),
@@ -132,6 +135,14 @@ CONTROLLER_CALLS = {
                                                ("worker.gpustack.ai", "instancetypes/status",
                                                 "update")},
     ("instancetype_reconciler.c", "patch"): {("worker.gpustack.ai", "instancetypes", "patch")},
+    # instance_reconciler.c: an Instance's Pod and Service read (GET), the RuntimeClass looked
+    # up before a Pod is made; the Pod created (POST), the status PUT; spec.stop JSON-patched
+    # (the Service applied, the Pod and a stale Service deleted through controller.c)
+    ("instance_reconciler.c", "get"): {("", "pods", "get"), ("", "services", "get"),
+                                       ("node.k8s.io", "runtimeclasses", "get")},
+    ("instance_reconciler.c", "request"): {("", "pods", "create"),
+                                           ("worker.gpustack.ai", "instances/status", "update")},
+    ("instance_reconciler.c", "patch"): {("worker.gpustack.ai", "instances", "patch")},
     # node_devices_check.c: the judged nodes' Pods, uncached (fieldSelector spec.nodeName)
     ("node_devices_check.c", "list_all"): {("", "pods", "list")},
 }

@@ -195,6 +195,7 @@ RESOURCES = {
     ("kueue.x-k8s.io", "v1beta2", "resourceflavors"): ("ResourceFlavor", False),
     ("kueue.x-k8s.io", "v1beta2", "topologies"): ("Topology", False),
     ("kueue.x-k8s.io", "v1beta2", "admissionchecks"): ("AdmissionCheck", False),
+    ("worker.gpustack.ai", "v1alpha1", "instances"): ("Instance", True),
 }
 
 # Kinds whose main resource ignores status on create, update and patch (only .../status changes
@@ -203,11 +204,13 @@ RESOURCES = {
 STATUS_RESET = {("", "v1", "pods"), ("", "v1", "nodes"), ("", "v1", "namespaces"),
                 ("worker.gpustack.ai", "v1alpha1", "devices"),
                 ("kueue.x-k8s.io", "v1beta2", "workloads"),
-                ("kueue.x-k8s.io", "v1beta2", "admissionchecks")}
+                ("kueue.x-k8s.io", "v1beta2", "admissionchecks"),
+                ("worker.gpustack.ai", "v1alpha1", "instances")}
 # CRDs with a status subresource drop a status sent on create (customResourceStrategy).
 STATUS_DROPPED_ON_CREATE = {("worker.gpustack.ai", "v1alpha1", "devices"),
                             ("kueue.x-k8s.io", "v1beta2", "workloads"),
-                            ("kueue.x-k8s.io", "v1beta2", "admissionchecks")}
+                            ("kueue.x-k8s.io", "v1beta2", "admissionchecks"),
+                            ("worker.gpustack.ai", "v1alpha1", "instances")}
 # Kinds without a status subresource: .../status is a 404 and discovery does not list it (Kueue's
 # ResourceFlavor and Topology CRDs enable none; Leases and Events have none).
 NO_STATUS = {("", "v1", "events"), ("events.k8s.io", "v1", "events"),
