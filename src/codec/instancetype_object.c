@@ -46,12 +46,10 @@ json_t *tsr_instancetype_object_authored(const struct tsr_chain_pool *p)
                          ut.ram, "localStorage", ut.storage);
         if (!spec)
                 return NULL;
-        if (p->product && !tsr_instancetype_accel_key(p->product, group, sizeof(group))) {
-                if (json_object_set_new(spec, "acceleratorGroup", json_string(group)))
-                        return json_decref(spec), NULL;
-        } else if (json_object_set_new(spec, "generalGroup", json_string("generic"))) {
+        if (json_object_set_new(spec, "generalGroup", json_string(TSR_CHAIN_GENERAL_KEY)) ||
+            (p->product && (tsr_instancetype_accel_key(p->product, group, sizeof(group)) ||
+                            json_object_set_new(spec, "acceleratorGroup", json_string(group)))))
                 return json_decref(spec), NULL;
-        }
         return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:o}", "apiVersion",
                          TSR_INSTANCETYPE_API_VERSION, "kind", TSR_INSTANCETYPE_KIND, "metadata",
                          "name", p->name, "labels", TSR_INSTANCETYPE_ENTRANCE, p->entrance, "spec",

@@ -7,8 +7,9 @@
  *   metadata  {name: the pool's (= its ClusterQueue's), labels
  *             {schedule.gpustack.ai/queue-entrance: the entrance LocalQueue}}
  *   spec      {acceleratable, os, arch, unitResources {cpu, ram} and localStorage (the unit
- *             preset as spec strings, core/printable.h), acceleratorGroup: aKey | generalGroup:
- *             "generic"} -- authored once; the controller never edits it afterwards
+ *             preset as spec strings, core/printable.h), generalGroup: "generic" (the value
+ *             the InstanceType webhook defaults), and acceleratorGroup: aKey for an accelerated
+ *             pool} -- authored once; the controller never edits it afterwards
  *   status    {phase, phaseMessage (when given), entrance,
  *             accelerator | acceleratorShared | acceleratorSliced: {capacity, onceMaxRequest,
  *             remaining}, acceleratorPartitioned: the same plus remainingProfiles and

@@ -444,9 +444,12 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
                                 failed |= author(c, &pools[p]);
                         continue;
                 }
+                /* A finalizer added moves the object on: its status is written on the pass
+                 * the cache's change queues, not with this copy's resourceVersion. */
                 if (!ctl_meta_str(it, "deletionTimestamp") && !has_finalizer(it))
                         failed |= set_finalizer(c, it, true);
-                failed |= write_status(c, &nodes, chain, &pools[p], true, it);
+                else
+                        failed |= write_status(c, &nodes, chain, &pools[p], true, it);
                 json_decref(it);
         }
         list = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_INSTANCETYPES);

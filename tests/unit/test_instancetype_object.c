@@ -97,6 +97,7 @@ static void test_authored(void **state)
                                 "schedule.gpustack.ai/queue-entrance")),
                             "gpustack-fnv64-e4768a65ca0ce96b");
         assert_string_equal(str_at(o, "spec.acceleratorGroup"), "nvidia-h100-80gb-hbm3");
+        assert_string_equal(str_at(o, "spec.generalGroup"), "generic");
         assert_string_equal(str_at(o, "spec.unitResources.cpu"), "12");
         assert_string_equal(str_at(o, "spec.unitResources.ram"), "192Gi");
         assert_string_equal(str_at(o, "spec.localStorage"), "100Gi");
