@@ -195,6 +195,9 @@ def check_family(t, cp, h100, name, its):
          req.get("cpu") == ("800m" if type_ == CPU else "0"),
          "%s: accelerator requests equal the limits; host requests are 0 where the queue covers "
          "nothing (cpu %s)" % (name, "800m per core" if type_ == CPU else "0"), main["resources"])
+    t.ok(st.get("phase") == "Ready" and "phaseMessage" not in st,
+         "%s: Ready with no phaseMessage (its live Pod still holds all the controller builds, "
+         "after every webhook and Kueue have changed it)" % name, st)
     ssh = "sshPublicKey" in extra
     names = [c["name"] for c in p["spec"]["containers"]]
     t.ok(names == (["main", "sshd"] if ssh else ["main"]) and
