@@ -11,10 +11,11 @@
  * nvidia, thead) = 42, strategy Replace, in catalog order, NVIDIA's first four exactly as
  * spec/upstream-behavior.md §9 writes them, the sliced row's multiplyBy; the excluded request
  * descriptors (9 x 3 sliced ones, a profile-key prefix per partition kind and 9 visibility keys,
- * never a quota key); a bad namespace (TSR_EINVAL); an allocation-failure loop. YAML: a hand-written document's exact
- * text (strings a YAML 1.1 parser would read as numbers, booleans or null double-quoted, empty
- * containers as {} and []), the whole Configuration read back by the simulator's YAML reader
- * (src/sim/yaml_json.h) equal to the JSON, and a full buffer leaving it as it was.
+ * never a quota key); a bad namespace (TSR_EINVAL); an allocation-failure loop. YAML: a
+ * hand-written document's exact text (strings a YAML 1.1 parser would read as numbers, booleans or
+ * null double-quoted, empty containers as {} and []), the whole Configuration read back by the
+ * simulator's YAML reader (src/sim/yaml_json.h) equal to the JSON, and a full buffer leaving it as
+ * it was.
  */
 #include <setjmp.h>
 #include <stdarg.h>
