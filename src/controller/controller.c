@@ -210,6 +210,38 @@ int ctl_apply(struct tsr_controller *c, const char *path, json_t *obj, const cha
         return rc;
 }
 
+int ctl_put_status(struct tsr_controller *c, const char *path, json_t *cached, json_t *status,
+                   bool *wrote, struct tsr_diag *diag)
+{
+        json_t *obj;
+        char *body = NULL;
+        int rc;
+
+        if (wrote)
+                *wrote = false;
+        if (!status)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        if (json_equal(status, json_object_get(cached, "status"))) {
+                json_decref(status);
+                return 0;
+        }
+        obj = json_deep_copy(cached);
+        if (!obj || json_object_set_new(obj, "status", status) ||
+            !(body = json_dumps(obj, JSON_COMPACT))) {
+                if (!obj)
+                        json_decref(status);
+                json_decref(obj);
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        }
+        rc = tsr_kube_client_request(c->cfg.client, "PUT", path, "application/json", body,
+                                     strlen(body), NULL, NULL, NULL, diag);
+        if (wrote)
+                *wrote = !rc;
+        free(body);
+        json_decref(obj);
+        return rc;
+}
+
 int ctl_delete(struct tsr_controller *c, const char *path, struct tsr_diag *diag)
 {
         int rc = tsr_kube_client_request(c->cfg.client, "DELETE", path, NULL, NULL, 0, NULL, NULL,

@@ -64,6 +64,17 @@ struct tsr_controller {
 int ctl_apply(struct tsr_controller *c, const char *path, json_t *obj, const char *manager,
               json_t **out, struct tsr_diag *diag);
 
+/*
+ * Writes status (taken; NULL: out of memory) on the cached object cached (borrowed) wholesale,
+ * unless it already says it: a PUT at path (its status subresource) of the cached object with
+ * the new status, guarded by its resourceVersion, so a copy that moved on gets a 409
+ * (TSR_ESTALE) and is retried by the caller's backoff. Server-side apply cannot do this: an
+ * emptied map it applies reads as null. Returns 0 (written or unchanged; *wrote, when not NULL,
+ * says which) or the client's errors, with diag.
+ */
+int ctl_put_status(struct tsr_controller *c, const char *path, json_t *cached, json_t *status,
+                   bool *wrote, struct tsr_diag *diag);
+
 /* DELETE path; a 404 is success. 0 or the client's errors, with diag. */
 int ctl_delete(struct tsr_controller *c, const char *path, struct tsr_diag *diag);
 

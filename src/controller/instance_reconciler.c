@@ -239,41 +239,26 @@ void ctl_instances_release(struct tsr_controller *c)
 static int write_status(struct tsr_controller *c, json_t *inst, json_t *status)
 {
         const char *ns = ctl_meta_str(inst, "namespace"), *name = ctl_meta_str(inst, "name");
+        char path[600], phase[64];
         struct tsr_diag diag;
-        char path[600], *body = NULL;
-        json_t *obj;
         int rc;
 
-        if (!status)
-                return TSR_ENOMEM;
-        if (json_equal(status, json_object_get(inst, "status"))) {
-                json_decref(status);
-                return 0;
-        }
-        obj = json_deep_copy(inst);
-        if (!obj || json_object_set_new(obj, "status", status) ||
-            !(body = json_dumps(obj, JSON_COMPACT))) {
-                if (!obj)
-                        json_decref(status);
-                json_decref(obj);
-                return TSR_ENOMEM;
-        }
+        bool wrote = false;
+
+        snprintf(phase, sizeof(phase), "%s", str_of(status, "phase", NULL));
         tsr_diag_clear(&diag);
         rc = snprintf(path, sizeof(path), INSTANCES_API "/namespaces/%s/instances/%s/status", ns,
                       name) < (int)sizeof(path)
-                 ? tsr_kube_client_request(c->cfg.client, "PUT", path, "application/json", body,
-                                           strlen(body), NULL, NULL, NULL, &diag)
-                 : TSR_ETOOBIG;
+                 ? ctl_put_status(c, path, inst, status, &wrote, &diag)
+                 : (json_decref(status), TSR_ETOOBIG);
         if (rc == TSR_ENOTFOUND)
                 rc = 0; /* gone meanwhile */
         else if (rc)
                 tsr_log(TSR_LOG_WARN, "Instance status not written", "namespace", ns, "name", name,
                         "uid", ctl_meta_str(inst, "uid"), "error", diag.msg, NULL);
-        else
+        else if (wrote)
                 tsr_log(TSR_LOG_DEBUG, "Instance status written", "namespace", ns, "name", name,
-                        "phase", str_of(obj, "status", "phase"), NULL);
-        free(body);
-        json_decref(obj);
+                        "phase", phase, NULL);
         return rc;
 }
 

@@ -13,13 +13,13 @@
  *               drained (HoldAndDrain) and deleted once it reserves nothing; once the queue is
  *               gone the finalizer is removed and the deletion completes. A pool its nodes still
  *               derive gets a fresh InstanceType on the next pass.
- *   status      written wholesale through the status subresource (a PUT guarded by the
- *               resourceVersion), only when it differs from the cached one: the views from the
- * pool's nodes' capability (their Devices spec) joined with their ledger (the Devices status the
- * device managers publish), so Pods allocating and freeing move it; the CPU view of the generic
- * pool from its nodes' allocatable CPU less what its ClusterQueue reserves; phase from the
- * ClusterQueue: Active while its Active condition is True, Inactive when the InstanceType is
- * inactive (stopPolicy Hold), Draining while HoldAndDrain (every view then reads 0), Deleting
+ *   status      written wholesale through the status subresource (ctl_put_status: a PUT
+ *               guarded by the resourceVersion), only when it differs from the cached one: the
+ * views from the pool's nodes' capability (their Devices spec) joined with their ledger (the
+ * Devices status the device managers publish), so Pods allocating and freeing move it; the CPU view
+ * of the generic pool from its nodes' allocatable CPU less what its ClusterQueue reserves; phase
+ * from the ClusterQueue: Active while its Active condition is True, Inactive when the InstanceType
+ * is inactive (stopPolicy Hold), Draining while HoldAndDrain (every view then reads 0), Deleting
  * during teardown, else Pending with the queue's condition message (or its absence) as
  * phaseMessage.
  * An InstanceType of ours (it carries the finalizer) that no managed node derives any more is
@@ -303,15 +303,14 @@ static void state_of(json_t *it, json_t *cq, bool served, struct tsr_instancetyp
 /* Writes pool p's status (served: some managed node derives it) when it differs from the cached
  * InstanceType it's. */
 static int write_status(struct tsr_controller *c, const struct ctl_nodes *nodes,
-                        const struct tsr_chain_node *chain, const struct tsr_chain_pool *p,
-                        bool served, json_t *it)
+                        const struct tsr_chain_pool *p, bool served, json_t *it)
 {
-        json_t *cq = tsr_kube_cache_clusterqueue(c->cache, p->name), *status, *obj;
+        json_t *cq = tsr_kube_cache_clusterqueue(c->cache, p->name), *status;
         struct tsr_instancetype_state st;
         struct tsr_pool_views v;
         struct tsr_view cpu;
         struct tsr_diag diag;
-        char msg[512], path[512], *body;
+        char msg[512], path[512];
         int rc;
 
         rc = pool_views(nodes, p, &v);
@@ -319,38 +318,17 @@ static int write_status(struct tsr_controller *c, const struct ctl_nodes *nodes,
                 json_decref(cq);
                 return rc;
         }
-        cpu_view(chain, nodes->n, p, cq, &cpu);
+        cpu_view(nodes->chain, nodes->n, p, cq, &cpu);
         state_of(it, cq, served, &st, msg, sizeof(msg));
         json_decref(cq);
         status = tsr_instancetype_object_status(p, &v, &cpu, &st);
-        if (!status)
-                return TSR_ENOMEM;
-        if (json_equal(status, json_object_get(it, "status"))) {
-                json_decref(status);
-                return 0;
-        }
-        /* Wholesale: a PUT of the cached object with the new status, guarded by its
-         * resourceVersion (a copy that moved on gets a 409 and is retried with backoff). An
-         * apply could not empty slicedDetail's logical or physical object: the server reads an
-         * emptied map as null, which the schema refuses. */
-        obj = json_deep_copy(it);
-        if (!obj || json_object_set_new(obj, "status", status) ||
-            !(body = json_dumps(obj, JSON_COMPACT))) {
-                if (!obj)
-                        json_decref(status);
-                json_decref(obj);
-                return TSR_ENOMEM;
-        }
         tsr_diag_clear(&diag);
         rc = snprintf(path, sizeof(path), IT_PATH "/%s/status", p->name) < (int)sizeof(path)
-                 ? tsr_kube_client_request(c->cfg.client, "PUT", path, "application/json", body,
-                                           strlen(body), NULL, NULL, NULL, &diag)
-                 : TSR_ETOOBIG;
+                 ? ctl_put_status(c, path, it, status, NULL, &diag)
+                 : (json_decref(status), TSR_ETOOBIG);
         if (rc)
                 tsr_log(TSR_LOG_WARN, "InstanceType status not written", "name", p->name, "error",
                         diag.msg, NULL);
-        free(body);
-        json_decref(obj);
         return rc;
 }
 
@@ -415,7 +393,6 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
 {
         struct tsr_settings settings = c->cfg.settings;
         struct ctl_nodes nodes;
-        struct tsr_chain_node *chain = NULL;
         struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
         struct tsr_diag diag;
         json_t *list, *it;
@@ -426,12 +403,8 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
         tsr_kube_cache_settings(c->cache, c->ns, &settings);
         tsr_diag_clear(&diag);
         rc = ctl_nodes_load(c, &nodes, &diag);
-        if (!rc && !(chain = calloc(nodes.n + 1, sizeof(*chain))))
-                rc = TSR_ENOMEM;
-        for (i = 0; !rc && i < nodes.n; i++)
-                chain[i] = nodes.v[i].chain;
         if (!rc)
-                rc = tsr_chain_pools(chain, nodes.n, pools, TSR_CHAIN_POOLS_MAX, &np, &diag);
+                rc = tsr_chain_pools(nodes.chain, nodes.n, pools, TSR_CHAIN_POOLS_MAX, &np, &diag);
         if (rc) {
                 tsr_log(TSR_LOG_WARN, "InstanceTypes not derived", "error",
                         diag.msg[0] ? diag.msg : tsr_strerror(rc), NULL);
@@ -449,7 +422,7 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
                 if (!ctl_meta_str(it, "deletionTimestamp") && !has_finalizer(it))
                         failed |= set_finalizer(c, it, true);
                 else
-                        failed |= write_status(c, &nodes, chain, &pools[p], true, it);
+                        failed |= write_status(c, &nodes, &pools[p], true, it);
                 json_decref(it);
         }
         list = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_INSTANCETYPES);
@@ -462,7 +435,7 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
                         failed |= finish_teardown(c, it);
                 } else if (has_finalizer(it) && !derived(pools, np, ctl_meta_str(it, "name")) &&
                            !pool_of(it, &gone)) {
-                        failed |= write_status(c, &nodes, chain, &gone, false, it);
+                        failed |= write_status(c, &nodes, &gone, false, it);
                 }
         }
         json_decref(list);
@@ -470,7 +443,6 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
 out:
         if (tearing)
                 *requeue_ms = 5000;
-        free(chain);
         ctl_nodes_release(&nodes);
         return rc;
 }

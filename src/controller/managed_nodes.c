@@ -71,23 +71,25 @@ static int fill(struct ctl_node *e, json_t *node, json_t *devices)
         return 0;
 }
 
-/*
- * Whether a Node with no Devices object is managed (CPU-only): every Node is, unless the Setting
- * node-management-manual is on, when only those labelled gpustack.ai/managed=true are.
- */
-static bool managed_without_devices(struct tsr_controller *c, json_t *node)
+/* Whether the Setting node-management-manual is on (read once per load). */
+static bool manual_management(struct tsr_controller *c)
 {
         struct tsr_settings settings = c->cfg.settings;
-        const char *v = json_string_value(json_object_get(
-            json_object_get(json_object_get(node, "metadata"), "labels"), TSR_CHAIN_MANAGED_LABEL));
 
         tsr_kube_cache_settings(c->cache, c->ns, &settings);
-        return !settings.value[TSR_SETTING_NODE_MANAGEMENT_MANUAL] || (v && !strcmp(v, "true"));
+        return settings.value[TSR_SETTING_NODE_MANAGEMENT_MANUAL];
 }
 
-int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, bool *managed)
+/*
+ * Loads node as ctl_node_load says. A Node with no Devices object is managed (CPU-only) unless
+ * management is manual, when only one labelled gpustack.ai/managed=true is.
+ */
+static int load(struct tsr_controller *c, json_t *node, bool manual, struct ctl_node *out,
+                bool *managed)
 {
         const char *name = ctl_meta_str(node, "name");
+        const char *label = json_string_value(json_object_get(
+            json_object_get(json_object_get(node, "metadata"), "labels"), TSR_CHAIN_MANAGED_LABEL));
         json_t *devices;
         int rc;
 
@@ -95,7 +97,7 @@ int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, 
         if (!name || strlen(name) >= sizeof(out->name))
                 return 0;
         devices = tsr_kube_cache_get(c->cache, TSR_KUBE_CACHE_DEVICES, NULL, name);
-        if (!devices && !managed_without_devices(c, node))
+        if (!devices && manual && !(label && !strcmp(label, "true")))
                 return 0;
         rc = fill(out, json_incref(node), devices);
         if (rc) {
@@ -106,9 +108,15 @@ int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, 
         return 0;
 }
 
+int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, bool *managed)
+{
+        return load(c, node, manual_management(c), out, managed);
+}
+
 int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_diag *diag)
 {
         json_t *nodes = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_NODES), *node;
+        bool manual = manual_management(c);
         size_t i;
         int rc = 0;
 
@@ -124,7 +132,7 @@ int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_d
         {
                 bool managed;
 
-                rc = ctl_node_load(c, node, &out->v[out->n], &managed);
+                rc = load(c, node, manual, &out->v[out->n], &managed);
                 if (rc)
                         break;
                 if (managed)
@@ -136,6 +144,13 @@ int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_d
                 return tsr_diag_set(diag, rc, "out of memory");
         }
         qsort(out->v, out->n, sizeof(*out->v), by_name);
+        out->chain = calloc(out->n + 1, sizeof(*out->chain));
+        if (!out->chain) {
+                ctl_nodes_release(out);
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        }
+        for (i = 0; i < out->n; i++) /* after the sort: each points into its entry */
+                out->chain[i] = out->v[i].chain;
         return 0;
 }
 
@@ -152,5 +167,6 @@ void ctl_nodes_release(struct ctl_nodes *nodes)
         for (size_t i = 0; i < nodes->n; i++)
                 ctl_node_release(&nodes->v[i]);
         free(nodes->v);
+        free(nodes->chain);
         memset(nodes, 0, sizeof(*nodes));
 }

@@ -40,6 +40,7 @@ struct ctl_node {
 
 struct ctl_nodes {
         struct ctl_node *v;
+        struct tsr_chain_node *chain; /* v[i].chain, index-aligned: what core/chain.h takes */
         size_t n;
 };
 

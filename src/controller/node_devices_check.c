@@ -301,7 +301,6 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
 {
         struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
         struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
-        struct tsr_chain_node *chain = calloc(nodes->n + 1, sizeof(*chain));
         int *node_flavor = calloc(nodes->n + 1, sizeof(*node_flavor));
         const struct tsr_chain_pool *pool = NULL;
         size_t np = 0, nf = 0;
@@ -311,13 +310,11 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
         pn->v = calloc(nodes->n + 1, sizeof(*pn->v));
         pn->pods = calloc(nodes->n + 1, sizeof(*pn->pods));
         pn->pod_ptrs = calloc(nodes->n + 1, sizeof(*pn->pod_ptrs));
-        if (!chain || !node_flavor || !pn->v || !pn->pods || !pn->pod_ptrs) {
+        if (!node_flavor || !pn->v || !pn->pods || !pn->pod_ptrs) {
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
                 goto out;
         }
-        for (size_t i = 0; i < nodes->n; i++)
-                chain[i] = nodes->v[i].chain;
-        rc = tsr_chain_pools(chain, nodes->n, pools, TSR_CHAIN_POOLS_MAX, &np, diag);
+        rc = tsr_chain_pools(nodes->chain, nodes->n, pools, TSR_CHAIN_POOLS_MAX, &np, diag);
         for (size_t i = 0; !rc && i < np; i++)
                 if (!strcmp(pools[i].name, target->cluster_queue) && pools[i].product)
                         pool = &pools[i];
@@ -326,8 +323,8 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
                                   "ClusterQueue %s is no accelerated pool of the managed nodes",
                                   target->cluster_queue);
         if (!rc)
-                rc = tsr_chain_flavors(chain, nodes->n, pool, flavors, TSR_CHAIN_FLAVORS_MAX, &nf,
-                                       node_flavor, diag);
+                rc = tsr_chain_flavors(nodes->chain, nodes->n, pool, flavors, TSR_CHAIN_FLAVORS_MAX,
+                                       &nf, node_flavor, diag);
         for (size_t i = 0; !rc && i < nodes->n; i++) {
                 const struct ctl_node *n = &nodes->v[i];
                 struct tsr_snapshot_node *sn = &pn->v[pn->n];
@@ -362,7 +359,6 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
         if (!rc)
                 *product = pool->product;
 out:
-        free(chain);
         free(node_flavor);
         return rc;
 }

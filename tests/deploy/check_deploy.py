@@ -120,28 +120,27 @@ CONTROLLER_CALLS = {
                                                          "patch"),
                                 ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
                                 ("", "services", "patch"), ("", "services", "create")},
+    # ctl_put_status: the InstanceTypes' and Instances' status PUT
     ("controller.c", "request"): {("kueue.x-k8s.io", k, "delete") for k in CHAIN_KINDS} |
                                  {("", "events", "create"), ("", "pods", "delete"),
-                                  ("", "services", "delete")},
+                                  ("", "services", "delete"),
+                                  ("worker.gpustack.ai", "instancetypes/status", "update"),
+                                  ("worker.gpustack.ai", "instances/status", "update")},
     # leader.c: GET the Lease, POST it when missing, PUT it to renew, take over or release
     ("leader.c", "get"): {("coordination.k8s.io", "leases", "get")},
     ("leader.c", "request"): {("coordination.k8s.io", "leases", "create"),
                               ("coordination.k8s.io", "leases", "update")},
     # chain_reconciler.c: merge PATCH stopPolicy HoldAndDrain on a retired ClusterQueue
     ("chain_reconciler.c", "patch"): {("kueue.x-k8s.io", "clusterqueues", "patch")},
-    # instancetype_reconciler.c: POST an authored InstanceType, PUT its status; JSON-patch its
-    # finalizer
-    ("instancetype_reconciler.c", "request"): {("worker.gpustack.ai", "instancetypes", "create"),
-                                               ("worker.gpustack.ai", "instancetypes/status",
-                                                "update")},
+    # instancetype_reconciler.c: POST an authored InstanceType; JSON-patch its finalizer
+    ("instancetype_reconciler.c", "request"): {("worker.gpustack.ai", "instancetypes", "create")},
     ("instancetype_reconciler.c", "patch"): {("worker.gpustack.ai", "instancetypes", "patch")},
     # instance_reconciler.c: an Instance's Pod and Service read (GET), the RuntimeClass looked
-    # up before a Pod is made; the Pod created (POST), the status PUT; spec.stop JSON-patched
-    # (the Service applied, the Pod and a stale Service deleted through controller.c)
+    # up before a Pod is made; the Pod created (POST); spec.stop JSON-patched (the Service
+    # applied, the status PUT, the Pod and a stale Service deleted through controller.c)
     ("instance_reconciler.c", "get"): {("", "pods", "get"), ("", "services", "get"),
                                        ("node.k8s.io", "runtimeclasses", "get")},
-    ("instance_reconciler.c", "request"): {("", "pods", "create"),
-                                           ("worker.gpustack.ai", "instances/status", "update")},
+    ("instance_reconciler.c", "request"): {("", "pods", "create")},
     ("instance_reconciler.c", "patch"): {("worker.gpustack.ai", "instances", "patch")},
     # node_devices_check.c: the judged nodes' Pods, uncached (fieldSelector spec.nodeName)
     ("node_devices_check.c", "list_all"): {("", "pods", "list")},
