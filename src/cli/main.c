@@ -5,6 +5,7 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
+#include "base/version.h"
 #include "cli/controller_cmd.h"
 #include "cli/device_manager_cmd.h"
 #include "cli/kueue_config_cmd.h"
@@ -35,6 +36,7 @@ static void usage(FILE *f)
               "  kueue-config [opts]  print the Kueue Configuration the chain needs\n"
               "                  (tessera kueue-config --help)\n"
               "  nvml probe      show, read-only, what the GPU driver sees (tessera nvml --help)\n"
+              "  version         show the release and source revision (also --version)\n"
               "  help            show this text\n",
               f);
 }
@@ -87,6 +89,10 @@ int main(int argc, char **argv)
                 return cli_kueue_config(argc - 1, argv + 1);
         if (!strcmp(argv[1], "nvml"))
                 return cli_nvml(argc - 1, argv + 1);
+        if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+                printf("tessera %s (revision %s)\n", tsr_version(), tsr_revision());
+                return 0;
+        }
         if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
                 usage(stdout);
                 return 0;

@@ -19,6 +19,7 @@
 #include "kube/kubeconfig.h"
 #include "webhook/cache_lookup.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "webhook/routes.h"
 #include "webhook/server.h"
 
@@ -71,6 +72,7 @@ static void usage(FILE *f)
             "2s)\n"
             "  --shutdown-grace DURATION  wait this long for reviews in flight (default 10s)\n"
             "  --log-level LEVEL       debug, info, warn or error (default info)\n"
+            "  --log-format FORMAT     logfmt or json (default logfmt)\n"
             "  --list-routes           print the webhook paths and names, then exit\n",
             f);
 }
@@ -98,6 +100,7 @@ enum {
         OPT_DELAY,
         OPT_GRACE,
         OPT_LOG_LEVEL,
+        OPT_LOG_FORMAT,
         OPT_LIST,
         OPT_HELP,
 };
@@ -118,6 +121,7 @@ static const struct option long_options[] = {
     {"shutdown-delay", required_argument, NULL, OPT_DELAY},
     {"shutdown-grace", required_argument, NULL, OPT_GRACE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"list-routes", no_argument, NULL, OPT_LIST},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -186,6 +190,10 @@ static int apply_option(void *ctx, int opt, const char *arg)
                 return 0;
         case OPT_LOG_LEVEL:
                 if (cli_parse_log_level(arg))
+                        break;
+                return 0;
+        case OPT_LOG_FORMAT:
+                if (cli_parse_log_format(arg))
                         break;
                 return 0;
         case OPT_LIST:
@@ -266,7 +274,8 @@ static int serve(struct options *o, struct tsr_kube_client *client)
         }
         snprintf(port, sizeof(port), "%u", tsr_webhook_server_port(server));
         snprintf(probe, sizeof(probe), "%u", tsr_webhook_server_probe_port(server));
-        tsr_log(TSR_LOG_INFO, "listening", "port", port, "probe_port", probe, NULL);
+        tsr_log(TSR_LOG_INFO, "listening", "port", port, "probe_port", probe, "version",
+                tsr_version(), "revision", tsr_revision(), NULL);
         sigwait(&set, &sig);
         tsr_log(TSR_LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                 NULL);

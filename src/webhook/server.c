@@ -13,6 +13,7 @@
 #include "base/diag.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "webhook/metrics.h"
 #include "webhook/tls_store.h"
 
@@ -168,7 +169,7 @@ static enum MHD_Result serve_metrics(struct tsr_webhook_server *s, struct MHD_Co
         struct tsr_buf out = TSR_BUF_INIT;
         char *text;
 
-        if (tsr_metrics_render(s->metrics, &out)) {
+        if (tsr_metrics_render(s->metrics, &out) || tsr_build_info_render("webhook", &out)) {
                 tsr_buf_release(&out);
                 return reply(s, c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "text/plain", NULL);
         }
