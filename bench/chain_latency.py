@@ -72,7 +72,7 @@ def main():
     nodes, dms, ctl = [], [], None
     try:
         cp.start()
-        cp.install_crds(sorted(glob.glob(os.path.join(ROOT, "deploy", "crds", "*.yaml"))))
+        cp.install_crds(sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml"))))
         cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         for i in range(a.nodes):
             n = KubeletNode(cp, "node-%d" % i).start()

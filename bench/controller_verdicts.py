@@ -444,7 +444,7 @@ def main():
         t0 = time.monotonic()
         cp.start()
         cp.install_crds([os.path.join(cp.kueue_share(), "crds")])
-        cp.install_crds(sorted(glob.glob(os.path.join(ROOT, "deploy", "crds", "*.yaml"))))
+        cp.install_crds(sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml"))))
         for ns in (NS, BG_NS):
             cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         api = Client(cp)

@@ -35,7 +35,7 @@ from daemons import Controller, DeviceManager  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
-CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "crds", "*.yaml")))
+CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml")))
 NS = "team-a"
 H100 = "NVIDIA H100 80GB HBM3:4:0000"
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"

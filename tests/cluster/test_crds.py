@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""test_crds.py [TESSERA] - deploy/crds/ against a real kube-apiserver
+"""test_crds.py [TESSERA] - deploy/chart/tessera/files/crds/ against a real kube-apiserver
 (tests/cluster/controlplane.py, no Kueue, no scheduler).
 
-Checked: the CRDs apply with `kubectl apply --server-side -f deploy/crds/` (as deploy/crds/README.md
+Checked: the CRDs apply with `kubectl apply --server-side -f deploy/chart/tessera/files/crds/` (as deploy/chart/tessera/files/crds/README.md
 says) with no warning, and each is Established with a structural schema; each kind's status
 subresource is there (Setting: none, as upstream); for each kind an object with every field filled
 (spec, then status through /status where there is one) round-trips with nothing pruned or changed
@@ -36,7 +36,7 @@ from controlplane import ApiError, ControlPlane  # noqa: E402
 from tap import Tap  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-CRDS = os.path.join(ROOT, "deploy", "crds")
+CRDS = os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds")
 W = "worker.gpustack.ai/v1alpha1"
 G = "gpustack.ai/v1"
 SYSTEM_NS = "gpustack-system"
@@ -436,15 +436,15 @@ def check_crds(t, cp):
     files = sorted(f for f in os.listdir(CRDS) if f.endswith(".yaml"))
     want = sorted("%s_%s.yaml" % (n.split(".", 1)[1], n.split(".", 1)[0])
                   for n, *_ in KINDS.values())
-    t.ok(files == want, "deploy/crds/ holds one <group>_<plural>.yaml per kind",
+    t.ok(files == want, "deploy/chart/tessera/files/crds/ holds one <group>_<plural>.yaml per kind",
          "have %s\nwant %s" % (files, want))
     r = cp.kubectl("apply", "--server-side", "-f", CRDS + "/")
     t.ok(r.returncode == 0 and "warning" not in r.stderr.lower(),
-         "kubectl apply --server-side -f deploy/crds/ applies them with no warning",
+         "kubectl apply --server-side -f deploy/chart/tessera/files/crds/ applies them with no warning",
          r.stdout + r.stderr)
     r = cp.kubectl("wait", "--for", "condition=Established", "-f", CRDS + "/", "--timeout=60s")
     t.ok(r.returncode == 0 and r.stdout.count("condition met") == len(KINDS),
-         "kubectl wait --for condition=Established -f deploy/crds/ (README) returns", r.stdout +
+         "kubectl wait --for condition=Established -f deploy/chart/tessera/files/crds/ (README) returns", r.stdout +
          r.stderr)
     try:
         cp.wait_established([v[0] for v in KINDS.values()])

@@ -77,7 +77,7 @@ RES = {
 }
 ALLOC = "device.gpustack.ai/accelerator.allocated"
 MANIFEST = os.path.join(ROOT, "deploy", "device-manager.yaml")
-CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "crds", "*.yaml")))
+CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml")))
 DEVICES = "/apis/worker.gpustack.ai/v1alpha1/devices"
 RESTARTED = "the kubelet restarted"
 

@@ -5,7 +5,7 @@ by deploy/webhook-configurations.yaml rewritten to its URL) and Kueue's own Pod 
 order a cluster runs them (mutating configurations by name: gpustack-worker-mutation, then
 kueue-mutating-webhook-configuration; then the validating ones).
 
-The InstanceTypes are upstream-shaped (tessera's CRDs, deploy/crds/): no spec.memory, the
+The InstanceTypes are upstream-shaped (tessera's CRDs, deploy/chart/tessera/files/crds/): no spec.memory, the
 per-accelerator VRAM in status.detail.memory written through the status subresource, and they go
 through tessera's InstanceType webhooks themselves on create.
 
@@ -217,8 +217,8 @@ def check_rules(t, cp):
 
 
 def run(t, tessera, cp):
-    crds = sorted(os.path.join(ROOT, "deploy", "crds", f)
-                  for f in os.listdir(os.path.join(ROOT, "deploy", "crds")) if f.endswith(".yaml"))
+    crds = sorted(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", f)
+                  for f in os.listdir(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds")) if f.endswith(".yaml"))
     cp.apply_files(crds)
     cp.wait_established(["instancetypes.worker.gpustack.ai", "instances.worker.gpustack.ai",
                          "devices.worker.gpustack.ai", "kvcachepools.worker.gpustack.ai",

@@ -54,7 +54,7 @@ from kubelet import KubeletNode  # noqa: E402
 from names import entrance  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
-CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "crds", "*.yaml")))
+CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml")))
 API = "/apis/worker.gpustack.ai/v1alpha1"
 NS = "default"
 H100 = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"

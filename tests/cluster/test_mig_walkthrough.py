@@ -61,7 +61,7 @@ from kubelet import KubeletNode  # noqa: E402
 from names import entrance  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
-CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "crds", "*.yaml")))
+CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml")))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "h100-mig-walkthrough.out")
 EXAMPLE = os.path.join(ROOT, "examples", "h100-mig-walkthrough.yaml")
 IT_API = "/apis/worker.gpustack.ai/v1alpha1"

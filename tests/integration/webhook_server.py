@@ -329,7 +329,7 @@ def check_drain(w, c):
 
 
 def run(tessera, cp, d):
-    cp.install_crds([os.path.join(ROOT, "deploy", "crds")])
+    cp.install_crds([os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds")])
     store_instancetype(cp)
     w = WebhookServer(tessera, cp, cert=os.path.join(d, "tls.crt"), key=os.path.join(d, "tls.key"),
                       extra=["--threads", "4", "--max-body", "1048576",
