@@ -1,8 +1,9 @@
 /*
  * routes.h - the admission webhooks `tessera webhook` serves: one path per webhook, named and
- * ordered as upstream registers them (deploy/webhook-configurations.yaml lists the same paths; a
- * test keeps the two in step). Mutating webhooks of one configuration run in list order, so the
- * KV-cache injection precedes the Pod fold, as upstream's gpustack-worker-mutation has it.
+ * ordered as upstream registers them (the Helm chart's webhook configurations list the same
+ * paths; a test keeps the two in step). Mutating webhooks of one configuration run in list
+ * order, so the KV-cache injection precedes the Pod fold, as upstream's gpustack-worker-mutation
+ * has it.
  *
  * Ownership: static, immutable data.
  */

@@ -1,30 +1,10 @@
 """controller_view.py - what the controller suites read back from the test control plane, written
-once: the controller's Deployment manifest (deploy/controller.yaml) and the ServiceAccount user it
-runs as, its Lease and holder, a Workload by the Pod that owns it, and the gpustack-node-devices
-check's entry and a condition on such objects."""
-import os
-
-import yaml
-
-from controlplane import ROOT
-
+once: the controller's Lease and holder, a Workload by the Pod that owns it, and the
+gpustack-node-devices check's entry and a condition on such objects."""
 KQ = "kueue.x-k8s.io"
 KQ_API = "/apis/%s/v1beta2" % KQ
 CHECK = "gpustack-node-devices"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/gpustack-system/leases/tessera-controller"
-
-with open(os.path.join(ROOT, "deploy", "controller.yaml")) as _f:
-    MANIFEST = [d for d in yaml.safe_load_all(_f) if d]
-USER = "system:serviceaccount:gpustack-system:" + next(
-    d for d in MANIFEST if d["kind"] == "Deployment")["spec"]["template"]["spec"][
-    "serviceAccountName"]
-
-
-def install_rbac(cp):
-    """The manifest's RBAC, nothing else of it: the controller runs as USER with only that."""
-    for d in MANIFEST:
-        if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
-            cp.ensure(d)
 
 
 def get(cp, path):

@@ -1,6 +1,6 @@
 """daemons.py - tessera's own daemons as the cluster suites run them against the test control plane:
 `tessera webhook` (serving with a certificate the control plane's CA signed for 127.0.0.1, and
-registered with the API server by deploy/webhook-configurations.yaml rewritten from its Service to
+registered with the API server by the chart's webhook configurations rewritten from its Service to
 that URL with the CA as caBundle, as envtest does), `tessera device-manager` on a KubeletNode
 (its plugin, pod-resources and pods directories; fake GPUs) and `tessera controller` (campaigning
 for its Lease in gpustack-system, probes on an ephemeral port).
@@ -14,11 +14,8 @@ import signal
 import subprocess
 import threading
 
-import yaml
-
-from controlplane import ROOT, eventually
-
-WEBHOOK_CONFIGURATIONS = os.path.join(ROOT, "deploy", "webhook-configurations.yaml")
+import chart
+from controlplane import eventually
 
 
 class Daemon:
@@ -93,13 +90,11 @@ class WebhookServer(Daemon):
 
 
 
-def webhook_configurations(port, ca_bundle, path=WEBHOOK_CONFIGURATIONS):
-    """deploy/webhook-configurations.yaml with every webhook's Service rewritten to
-    https://127.0.0.1:port<path> and the caBundle set (the cert-manager annotation dropped)."""
-    with open(path) as f:
-        docs = [d for d in yaml.safe_load_all(f) if d]
+def webhook_configurations(port, ca_bundle):
+    """The chart's webhook configurations with every webhook's Service rewritten to
+    https://127.0.0.1:port<path> and the caBundle set (any annotation dropped)."""
     out = []
-    for doc in docs:
+    for doc in chart.webhook_configurations():
         doc = copy.deepcopy(doc)
         doc["metadata"].pop("annotations", None)
         for w in doc["webhooks"]:
@@ -110,9 +105,9 @@ def webhook_configurations(port, ca_bundle, path=WEBHOOK_CONFIGURATIONS):
     return out
 
 
-def register_webhooks(cp, port, path=WEBHOOK_CONFIGURATIONS):
+def register_webhooks(cp, port):
     """Registers tessera's webhook configurations for a server on port; returns them."""
-    docs = webhook_configurations(port, cp.ca_bundle(), path)
+    docs = webhook_configurations(port, cp.ca_bundle())
     for doc in docs:
         cp.ensure(doc)
     return docs

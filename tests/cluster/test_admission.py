@@ -43,8 +43,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, eventually  # noqa: E402
-from controller_view import (KQ, KQ_API, USER, check_state, check_stopped,  # noqa: E402
-                             condition, get, holder, install_rbac, lease)
+import chart  # noqa: E402
+from controller_view import (KQ, KQ_API, check_state, check_stopped, condition, get,  # noqa: E402
+                             holder, lease)
 from controller_view import workload_of as view_workload_of  # noqa: E402
 from daemons import Controller, DeviceManager, WebhookServer, register_webhooks  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
@@ -381,16 +382,18 @@ def instances(node):
 def run(t, tessera, cp):
     cp.install_crds(CRDS)
     cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    install_rbac(cp)
-    kc = cp.write_kubeconfig("controller.kubeconfig", token=cp.users[USER])
-    wh = WebhookServer(tessera, cp)
+    kc = chart.identity(cp, "controller")
+    wh = WebhookServer(tessera, cp, kubeconfig=chart.identity(cp, "webhook"))
+    dm_kc = chart.identity(cp, "device-manager")
     nodes, dms, ctls = [], [], []
     try:
         wh.wait_ready()
         register_webhooks(cp, wh.port)
         nodes = [KubeletNode(cp, "node-a").start(), KubeletNode(cp, "node-m").start()]
-        dms = [DeviceManager(tessera, cp, nodes[0], "NVIDIA H100 80GB HBM3:8:00000000"),
-               DeviceManager(tessera, cp, nodes[1], "NVIDIA A100-SXM4-80GB:2:mig")]
+        dms = [DeviceManager(tessera, cp, nodes[0], "NVIDIA H100 80GB HBM3:8:00000000",
+                             kubeconfig=dm_kc),
+               DeviceManager(tessera, cp, nodes[1], "NVIDIA A100-SXM4-80GB:2:mig",
+                             kubeconfig=dm_kc)]
         dms[0].wait_registered(nodes[0], ["nvidia.com/gpu", "nvidia.com/gpu.sliced"])
         dms[1].wait_registered(nodes[1], ["nvidia.com/gpu.partitioned"])
         ctls = [Controller(tessera, cp, "controller-a", kubeconfig=kc),
@@ -446,7 +449,7 @@ def run(t, tessera, cp):
 def main():
     tessera = sys.argv[1]
     t = Tap()
-    on_control_plane(t, "admission", lambda cp: run(t, tessera, cp), users=[USER])
+    on_control_plane(t, "admission", lambda cp: run(t, tessera, cp))
     sys.exit(t.done())
 
 

@@ -3,7 +3,7 @@
 kube-scheduler, Kueue run with `tessera kueue-config`), tessera's CRDs, two nodes whose kubelet
 part is tests/cluster/kubelet.py, each with `tessera device-manager --fake` (four H100s), and two
 controller replicas campaigning for one Lease, authenticated as the Deployment's ServiceAccount
-with only deploy/controller.yaml's RBAC.
+with only the Helm chart's RBAC (a TokenRequest token of its ServiceAccount).
 
 Checked, in order: one replica leads and both report ready; the gpustack-node-devices
 AdmissionCheck is applied and Active; each managed Node carries its feature labels and its
@@ -28,8 +28,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, eventually  # noqa: E402
-from controller_view import (CHECK, KQ, KQ_API, USER, check_state, check_stopped,  # noqa: E402
-                             condition, get, holder, install_rbac, lease)
+import chart  # noqa: E402
+from controller_view import (CHECK, KQ, KQ_API, check_state, check_stopped,  # noqa: E402
+                             condition, get, holder, lease)
 from controller_view import workload_of as view_workload_of  # noqa: E402
 from daemons import Controller, DeviceManager  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
@@ -63,10 +64,10 @@ def phase(cp, name):
 def run(t, tessera, cp):
     cp.install_crds(CRDS)
     cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    install_rbac(cp)
-    kc = cp.write_kubeconfig("controller.kubeconfig", token=cp.users[USER])
+    kc = chart.identity(cp, "controller")
     nodes = [KubeletNode(cp, n).start() for n in ("node-a", "node-b")]
-    dms = [DeviceManager(tessera, cp, n, H100) for n in nodes]
+    dm_kc = chart.identity(cp, "device-manager")
+    dms = [DeviceManager(tessera, cp, n, H100, kubeconfig=dm_kc) for n in nodes]
     ctls = []
     try:
         for dm, n in zip(dms, nodes):
@@ -234,7 +235,7 @@ def run(t, tessera, cp):
 def main():
     tessera = sys.argv[1]
     t = Tap()
-    on_control_plane(t, "controller", lambda cp: run(t, tessera, cp), users=[USER])
+    on_control_plane(t, "controller", lambda cp: run(t, tessera, cp))
     sys.exit(t.done())
 
 

@@ -10,10 +10,9 @@ ListAndWatch, while this test, not the kubelet part's pod workers, drives every 
 the fake kubelet's control protocol, so each check names the tokens it asks for
 (spec/kubernetes-contracts.md §2).
 
-The device manager runs as its DaemonSet's ServiceAccount (a static token of that user name)
-holding only the ClusterRole of deploy/device-manager.yaml, bound by that file's
-ClusterRoleBinding, and talks to the API server through a recording TLS proxy, so every request it
-makes is seen with the server's answer and warnings (an unknown field, i.e. one the schema
+The device manager runs as its DaemonSet's ServiceAccount (the chart's, with a TokenRequest
+token) holding only the chart's ClusterRole for it, bound by the chart's ClusterRoleBinding, and
+talks to the API server through a recording TLS proxy, so every request it makes is seen with the server's answer and warnings (an unknown field, i.e. one the schema
 prunes, draws a warning).
 
 Checked, in order: the identity (it may do what the ClusterRole grants and nothing else); every
@@ -59,6 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import yaml  # noqa: E402
 
+import chart  # noqa: E402
 from controlplane import ROOT, ApiError, ControlPlane, eventually  # noqa: E402
 from daemons import DeviceManager  # noqa: E402
 from kubelet import PEERS, KubeletNode, kubelet_go_binary  # noqa: E402
@@ -76,7 +76,6 @@ RES = {
     "visibility": "device.gpustack.ai/nvidia.visibility",
 }
 ALLOC = "device.gpustack.ai/accelerator.allocated"
-MANIFEST = os.path.join(ROOT, "deploy", "device-manager.yaml")
 CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml")))
 DEVICES = "/apis/worker.gpustack.ai/v1alpha1/devices"
 RESTARTED = "the kubelet restarted"
@@ -86,18 +85,6 @@ ok = t.ok
 
 
 # ---- the device manager's identity and its requests ----------------------------------------------
-
-def manifest():
-    with open(MANIFEST) as f:
-        return [d for d in yaml.safe_load_all(f) if d]
-
-
-def service_account_user(docs):
-    """The user name the DaemonSet's ServiceAccount authenticates as."""
-    ds = next(d for d in docs if d["kind"] == "DaemonSet")
-    return "system:serviceaccount:%s:%s" % (ds["metadata"]["namespace"],
-                                            ds["spec"]["template"]["spec"]["serviceAccountName"])
-
 
 class Recorder:
     """A TLS proxy in front of the API server that records every request: (method, path, request
@@ -578,10 +565,8 @@ def check_requests(cp, rec):
 
 
 def run(tessera, impl):
-    docs = manifest()
-    user = service_account_user(docs)
-    cp = ControlPlane("dm-" + impl, kueue=False, scheduler=False, controller_manager=False,
-                      users=[user])
+    user = chart.user("device-manager")
+    cp = ControlPlane("dm-" + impl, kueue=False, scheduler=False, controller_manager=False)
     rec = kn = dm = None
     failed = True
     try:
@@ -594,11 +579,8 @@ def run(tessera, impl):
                 names += [d["metadata"]["name"] for d in yaml.safe_load_all(f)
                           if d and d.get("kind") == "CustomResourceDefinition"]
         cp.wait_established(names)
-        for d in docs:  # the RBAC of the DaemonSet's manifest, nothing else of it
-            if d["kind"] in ("ClusterRole", "ClusterRoleBinding"):
-                cp.ensure(d)
         cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        token = cp.users[user]
+        token = chart.token(cp, "device-manager")  # the chart's RBAC for it, nothing else
         check_identity(cp, token, user)
         rec = Recorder(cp)
         kc = rec.kubeconfig("device-manager.kubeconfig", token)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_gate1.py TESSERA - gate 1 end to end: Pods created with the real kubectl through the real
 kube-apiserver pass tessera's mutating and validating Pod webhooks (`tessera webhook`, registered
-by deploy/webhook-configurations.yaml rewritten to its URL) and Kueue's own Pod webhooks, in the
+by the chart's webhook configurations rewritten to its URL) and Kueue's own Pod webhooks, in the
 order a cluster runs them (mutating configurations by name: gpustack-worker-mutation, then
 kueue-mutating-webhook-configuration; then the validating ones).
 

@@ -6,7 +6,7 @@ admitting.
 
 The cluster: kube-apiserver, kube-controller-manager (the garbage collector), kube-scheduler,
 Kueue run with `tessera kueue-config`, tessera's CRDs and webhooks, one `tessera controller` with
-only deploy/controller.yaml's RBAC, the kubelet part (tests/cluster/kubelet.py) on node-h100 (128
+only the chart's RBAC, the kubelet part (tests/cluster/kubelet.py) on node-h100 (128
 CPUs, 2Ti, eight H100 80GB HBM3 under `tessera device-manager --fake`, GPUs 0 and 1 in MIG mode)
 and node-cpu (4 CPUs, no GPU); a RuntimeClass nvidia.
 
@@ -48,7 +48,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, ApiError, eventually  # noqa: E402
-from controller_view import KQ_API, USER, check_stopped, condition, get, install_rbac  # noqa: E402
+import chart  # noqa: E402
+from controller_view import KQ_API, check_stopped, condition, get  # noqa: E402
 from daemons import Controller, DeviceManager, WebhookServer, register_webhooks  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
 from names import entrance  # noqa: E402
@@ -397,11 +398,10 @@ def case_deleted(t, cp, ctl):
 
 def run(t, tessera, cp):
     cp.install_crds(CRDS)
-    install_rbac(cp)
     cp.ensure({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                "metadata": {"name": "nvidia"}, "handler": "nvidia"})
-    kc = cp.write_kubeconfig("controller.kubeconfig", token=cp.users[USER])
-    wh = WebhookServer(tessera, cp)
+    kc = chart.identity(cp, "controller")
+    wh = WebhookServer(tessera, cp, kubeconfig=chart.identity(cp, "webhook"))
     nodes, dm, ctl, rcs = [], None, None, []
     try:
         wh.wait_ready()
@@ -409,7 +409,8 @@ def run(t, tessera, cp):
         nodes = [KubeletNode(cp, "node-h100", capacity={"cpu": "128", "memory": "2Ti"}).start(),
                  KubeletNode(cp, "node-cpu", capacity={"cpu": "4", "memory": "16Gi"}).start()]
         h100 = nodes[0]
-        dm = DeviceManager(tessera, cp, h100, FAKE)
+        dm = DeviceManager(tessera, cp, h100, FAKE,
+                           kubeconfig=chart.identity(cp, "device-manager"))
         dm.wait_registered(h100, ["nvidia.com/gpu", "nvidia.com/gpu.sliced",
                                   "nvidia.com/gpu.partitioned", VIS])
         ctl = Controller(tessera, cp, "controller-a", kubeconfig=kc)
@@ -471,7 +472,7 @@ def run(t, tessera, cp):
 def main():
     tessera = sys.argv[1]
     t = Tap()
-    on_control_plane(t, "instances", lambda cp: run(t, tessera, cp), users=[USER])
+    on_control_plane(t, "instances", lambda cp: run(t, tessera, cp))
     sys.exit(t.done())
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_instancetype_lifecycle.py TESSERA - the InstanceTypes `tessera controller` authors, through
 their life on the real control plane (kube-apiserver, Kueue run with `tessera kueue-config`,
-kube-scheduler, tessera's CRDs and webhooks, one controller with only the manifest's RBAC, the
+kube-scheduler, tessera's CRDs and webhooks, one controller with only the chart's RBAC, the
 kubelet part and `tessera device-manager --fake` on node-a: two H100 80GB, MIG off).
 
   authored    each pool's InstanceType exists, named as upstream, with the unit preset, the
@@ -35,7 +35,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, eventually  # noqa: E402
-from controller_view import KQ, KQ_API, USER, check_stopped, get, install_rbac  # noqa: E402
+import chart  # noqa: E402
+from controller_view import KQ, KQ_API, check_stopped, get  # noqa: E402
 from daemons import Controller, DeviceManager, WebhookServer, register_webhooks  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
 from names import entrance  # noqa: E402
@@ -184,7 +185,7 @@ def case_draining(t, tessera, cp, node, dm):
          {"cq": cq(cp), "status": status(cp)})
     t.ok(status(cp, GENERIC).get("phase") == "Active",
          "draining: node-a still serves the generic pool", status(cp, GENERIC))
-    dm = DeviceManager(tessera, cp, node, FAKE)
+    dm = DeviceManager(tessera, cp, node, FAKE, kubeconfig=chart.identity(cp, "device-manager"))
     dm.wait_registered(node, ["nvidia.com/gpu"])
     t.ok(eventually(lambda: cq(cp) is not None and status(cp).get("phase") == "Active" and
                     (status(cp).get("printable") or {}).get("accelerator") ==
@@ -212,15 +213,15 @@ def case_deleted(t, cp, ctl):
 def run(t, tessera, cp):
     cp.install_crds(CRDS)
     cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    install_rbac(cp)
-    kc = cp.write_kubeconfig("controller.kubeconfig", token=cp.users[USER])
-    wh = WebhookServer(tessera, cp)
+    kc = chart.identity(cp, "controller")
+    wh = WebhookServer(tessera, cp, kubeconfig=chart.identity(cp, "webhook"))
+    dm_kc = chart.identity(cp, "device-manager")
     node, dm, ctl, rcs = None, None, None, []
     try:
         wh.wait_ready()
         register_webhooks(cp, wh.port)
         node = KubeletNode(cp, "node-a").start()
-        dm = DeviceManager(tessera, cp, node, FAKE)
+        dm = DeviceManager(tessera, cp, node, FAKE, kubeconfig=dm_kc)
         dm.wait_registered(node, ["nvidia.com/gpu", "nvidia.com/gpu.sliced"])
         ctl = Controller(tessera, cp, "controller-a", kubeconfig=kc)
         ctl.wait_ready()
@@ -245,7 +246,7 @@ def run(t, tessera, cp):
 def main():
     tessera = sys.argv[1]
     t = Tap()
-    on_control_plane(t, "instancetype_lifecycle", lambda cp: run(t, tessera, cp), users=[USER])
+    on_control_plane(t, "instancetype_lifecycle", lambda cp: run(t, tessera, cp))
     sys.exit(t.done())
 
 

@@ -54,8 +54,8 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ROOT, eventually  # noqa: E402
-from controller_view import (KQ, KQ_API, USER, check_stopped, condition, get,  # noqa: E402
-                             install_rbac)
+import chart  # noqa: E402
+from controller_view import KQ, KQ_API, check_stopped, condition, get  # noqa: E402
 from daemons import Controller, DeviceManager, WebhookServer, register_webhooks  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
 from names import entrance  # noqa: E402
@@ -250,7 +250,8 @@ class Devices:
 
     def __init__(self, tessera, cp, node):
         self.tessera, self.cp, self.node = tessera, cp, node
-        self.all = [DeviceManager(tessera, cp, node, FAKE)]
+        self.kubeconfig = chart.identity(cp, "device-manager")
+        self.all = [DeviceManager(tessera, cp, node, FAKE, kubeconfig=self.kubeconfig)]
 
     @property
     def dm(self):
@@ -275,7 +276,8 @@ class Devices:
         with open(path + ".tmp", "w") as f:
             json.dump(state, f)
         os.replace(path + ".tmp", path)
-        self.all.append(DeviceManager(self.tessera, self.cp, self.node, FAKE))
+        self.all.append(DeviceManager(self.tessera, self.cp, self.node, FAKE,
+                                      kubeconfig=self.kubeconfig))
         failed = {}
         for res, n in before.items():
             r = self.node.call("wait_registered", resource=res, count=n + 1, timeout=30)
@@ -315,11 +317,10 @@ def run(t, tessera, cp):
          "the example's three Pods queue on the H100 pool's entrance LocalQueue", queues)
 
     cp.install_crds(CRDS)
-    install_rbac(cp)
     cp.ensure({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                "metadata": {"name": "nvidia"}, "handler": "nvidia"})
-    kc = cp.write_kubeconfig("controller.kubeconfig", token=cp.users[USER])
-    wh = WebhookServer(tessera, cp)
+    kc = chart.identity(cp, "controller")
+    wh = WebhookServer(tessera, cp, kubeconfig=chart.identity(cp, "webhook"))
     nodes, devices, ctl, rcs = [], None, None, []
     try:
         wh.wait_ready()
@@ -386,7 +387,7 @@ def run(t, tessera, cp):
 def main():
     tessera = sys.argv[1]
     t = Tap()
-    on_control_plane(t, "mig_walkthrough", lambda cp: run(t, tessera, cp), users=[USER])
+    on_control_plane(t, "mig_walkthrough", lambda cp: run(t, tessera, cp))
     sys.exit(t.done())
 
 

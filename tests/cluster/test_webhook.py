@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """test_webhook.py TESSERA - `tessera webhook` behind the real kube-apiserver, for everything but
-gate 1's Pod rules (test_gate1.py has those): registered by deploy/webhook-configurations.yaml
+gate 1's Pod rules (test_gate1.py has those): registered by the chart's webhook configurations
 rewritten to its URL with the control plane's CA as caBundle (daemons.register_webhooks), reading
-the API server with the identity deploy/webhook.yaml gives it (the ServiceAccount
+the API server with the identity the chart gives it (the ServiceAccount
 gpustack-worker-webhook, a bearer token here), and driven only by creating, updating and deleting
 objects through the API server: with the real kubectl (cp.kubectl) and with python3-kubernetes
 (Debian's; a client built by kubernetes.config.load_kube_config from the admin kubeconfig).
@@ -16,7 +16,7 @@ Checked, in order:
      webhook is alive but not ready (/readyz 503 naming instancetypes and quoting the API
      server's 403 whole), a kubectl apply through it fails as failurePolicy Fail makes it fail
      (failed calling webhook ... not ready: waiting for the first list of instancetypes: and the
-     whole 403) and stores nothing; once deploy/webhook.yaml's RBAC is applied the first lists
+     whole 403) and stores nothing; once the chart's RBAC is applied the first lists
      succeed and it is ready;
   2. InstanceType defaulting and validation: a kubectl apply stores the entrance label, the pool's
      schedule labels and generalGroup; an object the schema admits but the rules do not is refused
@@ -65,6 +65,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import chart  # noqa: E402
 from controlplane import ROOT, ApiError, ControlPlane, eventually  # noqa: E402
 from daemons import WebhookServer, register_webhooks  # noqa: E402
 from names import entrance  # noqa: E402
@@ -76,7 +77,7 @@ KQ = "kueue.x-k8s.io"
 WG, WV = "worker.gpustack.ai", "v1alpha1"
 GROUP = "nvidia-h100-80gb-hbm3"
 H100 = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
-SA_USER = "system:serviceaccount:gpustack-system:gpustack-worker-webhook"
+SA_USER = chart.user("webhook")
 CRDS = os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds")
 KV_CRDS = ("kvcachebackends", "kvcachepools", "kvcachepoolbindings")
 MARK = "resource.gpustack.ai/type"
@@ -154,15 +155,6 @@ def error_message(e):
 
 # ---- 1. readiness -------------------------------------------------------------------------------
 
-def webhook_rbac():
-    """The ServiceAccount, ClusterRole and ClusterRoleBinding of deploy/webhook.yaml."""
-    import yaml
-
-    with open(os.path.join(ROOT, "deploy", "webhook.yaml")) as f:
-        return [d for d in yaml.safe_load_all(f) if d and d["kind"] in (
-            "ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
-
-
 # The API server's whole 403, as the webhook must pass it on (not cut mid-sentence).
 FORBIDDEN = ('HTTP 403 Forbidden: instancetypes.worker.gpustack.ai is forbidden: User "%s" cannot '
              'list resource "instancetypes" in API group "worker.gpustack.ai" at the cluster scope'
@@ -187,10 +179,10 @@ def check_readiness(t, cp, wh):
          "kubectl apply through the unready webhook fails as failurePolicy Fail says, with the "
          "webhook's whole reason", r.stderr)
     t.ok(cp.kubectl("get", "instancetype", H100).returncode != 0, "and nothing was stored")
-    for doc in webhook_rbac():
+    for doc in chart.rbac_of("webhook"):
         cp.ensure(doc)
     t.ok(eventually(lambda: wh.probe("/readyz")[0] == 200, 30),
-         "with deploy/webhook.yaml's RBAC the first lists succeed: ready", wh.probe("/readyz"))
+         "with the chart's RBAC the first lists succeed: ready", wh.probe("/readyz"))
 
 
 # ---- 2. InstanceType ----------------------------------------------------------------------------
@@ -715,7 +707,8 @@ def run(t, tessera, cp):
     cp.install_crds([CRDS])
     cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     kubernetes.config.load_kube_config(config_file=cp.kubeconfig)
-    sa_kubeconfig = cp.write_kubeconfig("webhook-sa.kubeconfig", token=cp.users[SA_USER])
+    sa_kubeconfig = cp.write_kubeconfig("webhook-sa.kubeconfig",
+                                       token=chart.token(cp, "webhook", rbac=False))
     wh = WebhookServer(tessera, cp, kubeconfig=sa_kubeconfig,
                        extra=["--shutdown-delay", "3s", "--shutdown-grace", "5s"])
     try:
@@ -736,7 +729,7 @@ def main():
     tessera = sys.argv[1]
     t = Tap()
     on_control_plane(t, "webhook", lambda cp: run(t, tessera, cp), scheduler=False,
-                     controller_manager=False, users=[SA_USER])
+                     controller_manager=False)
     try:
         check_unserved(t, tessera)
     except Exception:  # noqa: BLE001 - reported as a failed check

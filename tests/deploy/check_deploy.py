@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""check_deploy.py TESSERA DEPLOY_DIR SOURCE_DIR - deploy/ agrees with the binary, the source
-and Kubernetes.
+"""check_deploy.py TESSERA SOURCE_DIR - the Helm chart (deploy/chart/tessera, rendered by the
+pinned helm with cert-manager's API served) agrees with the binary, the source and Kubernetes.
 
-Every object in deploy/*.yaml is deserialized by python3-kubernetes into its typed model (required
+Every object it renders is deserialized by python3-kubernetes into its typed model (required
 fields enforced by the client's own validation). The webhook configurations list exactly the
 routes `tessera webhook --list-routes` serves, mutating ones in the binary's order, each with the
 selection upstream registers (spec/upstream-behavior.md §2, §6, §10, §11; kubernetes-contracts
@@ -13,17 +13,17 @@ clientConfig Service exists, its port reaches the container's webhook port, the 
 certificate names <svc>.<ns>.svc, and the ClusterRole lets the cache list and watch every kind
 it reads.
 
-The device manager's DaemonSet (device-manager.yaml) is checked the same way: its name is the
+The NVIDIA device manager's DaemonSet is checked the same way: its name is the
 one the simulator's runbooks restart; its args and GPUSTACK_* variables are ones
 `tessera device-manager` accepts (the binary parses them); NODE_NAME comes from the downward API
 into --node-name; the kubelet's device-plugin directory, pod-resources socket and pods directory
 the flags name are hostPath mounts of those very paths (writable where the binary writes); the
 container gets CAP_SYS_ADMIN (or is privileged) and the NVIDIA runtime's driver and MIG devices;
-it is placed on NVIDIA nodes and tolerates their taint. Its ClusterRole grants exactly the calls
+it is placed on NVIDIA nodes and tolerates every taint. Its ClusterRole grants exactly the calls
 src/devicemanager/ makes (every tsr_kube_client_* call there is in CALLS, so a new call fails
 here until the role and the table say what it needs).
 
-The controller's Deployment (controller.yaml): two replicas, args `tessera controller` accepts,
+The controller's Deployment: two replicas, args `tessera controller` accepts,
 its Lease identity and namespace from the downward API, probes on its probe port; its ClusterRole
 grants exactly what src/controller/ calls (CONTROLLER_CALLS, checked against the source like
 CALLS) plus list and watch of what its caches read, and its Role in gpustack-system exactly the
@@ -73,6 +73,9 @@ MODELS = {
     ("apps/v1", "Deployment"): "V1Deployment",
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
     ("policy/v1", "PodDisruptionBudget"): "V1PodDisruptionBudget",
+    ("v1", "ConfigMap"): "V1ConfigMap",
+    ("node.k8s.io/v1", "RuntimeClass"): "V1RuntimeClass",
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): "V1CustomResourceDefinition",
 }
 
 # What the webhook's cache lists and watches (src/kube/cache.c).
@@ -315,9 +318,9 @@ def check_device_manager(tessera, src, by_kind):
     ok(keys and all("10de" in k or "nvidia" in k.lower() or k.endswith("vendor_id")
                     for k in keys),
        "it is placed only on NVIDIA GPU nodes", keys)
-    ok(any(t.get("key") == "nvidia.com/gpu" and t.get("operator") == "Exists"
+    ok(any(t.get("operator") == "Exists" and not t.get("key") and not t.get("effect")
            for t in pod_spec.get("tolerations", [])),
-       "it tolerates the nvidia.com/gpu taint", pod_spec.get("tolerations"))
+       "it tolerates every taint (as upstream's device manager)", pod_spec.get("tolerations"))
 
     # RBAC: exactly the calls the code makes
     found = client_calls(src)
@@ -380,17 +383,19 @@ def check_controller(tessera, src, by_kind):
 
 
 def main():
-    tessera, deploy, src = sys.argv[1:4]
-    docs = []
-    for path in sorted(glob.glob(os.path.join(deploy, "*.yaml"))):
-        with open(path) as f:
-            docs += [(os.path.basename(path), d) for d in yaml.safe_load_all(f) if d]
+    tessera, src = sys.argv[1:3]
+    sys.path.insert(0, os.path.join(src, "tests", "cluster"))
+    import chart
+    # cert-manager's API served: the chart's cert-manager certificates (test_chart.py renders
+    # the other value sets).
+    docs = [("%s %s" % (d["kind"], d["metadata"]["name"]), d)
+            for d in chart.render("--api-versions", "cert-manager.io/v1")]
     api = client.ApiClient()
     for name, d in docs:
         model = MODELS.get((d["apiVersion"], d["kind"]))
-        if model is None:  # cert-manager's kinds: no model in the Kubernetes client
-            ok(d["apiVersion"] == "cert-manager.io/v1", "%s: %s is a cert-manager object" %
-               (name, d["kind"]))
+        if model is None:  # cert-manager's and Kueue's kinds: no model in the Kubernetes client
+            ok(d["apiVersion"] in ("cert-manager.io/v1", "kueue.x-k8s.io/v1beta2"),
+               "%s: a cert-manager or Kueue object" % name)
             continue
         try:
             api.deserialize(Response(d), model)
