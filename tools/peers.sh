@@ -11,6 +11,7 @@
 #   kubernetes  k8s.io/kubernetes (kube-apiserver, kube-scheduler, kubectl)  tools/peers/kubernetes
 #   kueue       sigs.k8s.io/kueue/cmd/kueue        tools/peers/kueue
 #   helm        helm.sh/helm/v4/cmd/helm           tools/peers/helm
+#   helm3       helm.sh/helm/v3/cmd/helm (as helm3: the chart is checked with both majors)  tools/peers/helm3
 #   kubelet-go  the grpc-go fake kubelet (ours)    tests/peers/kubelet-go
 #
 # Each peer is cached under $TESSERA_PEERS_CACHE (default /var/cache/tessera-peers, or
@@ -42,7 +43,7 @@ cache_root() {
 }
 
 # The peers: name, module directory, binaries.
-PEERS=(etcd kubernetes kueue helm kubelet-go)
+PEERS=(etcd kubernetes kueue helm helm3 kubelet-go)
 peer_dir() {
 	case $1 in
 	kubelet-go) echo "$ROOT/tests/peers/kubelet-go" ;;
@@ -55,6 +56,7 @@ peer_bins() {
 	kubernetes) echo kube-apiserver kube-scheduler kube-controller-manager kubectl ;;
 	kueue) echo kueue ;;
 	helm) echo helm ;;
+	helm3) echo helm3 ;;
 	kubelet-go) echo fake-kubelet-go ;;
 	esac
 }
@@ -69,6 +71,7 @@ peer_module() {
 	kubernetes) echo "k8s.io/kubernetes@$(mod_version kubernetes k8s.io/kubernetes)" ;;
 	kueue) echo "sigs.k8s.io/kueue@$(mod_version kueue sigs.k8s.io/kueue)" ;;
 	helm) echo "helm.sh/helm/v4@$(mod_version helm helm.sh/helm/v4)" ;;
+	helm3) echo "helm.sh/helm/v3@$(mod_version helm3 helm.sh/helm/v3)" ;;
 	kubelet-go) echo "tests/peers/kubelet-go (k8s.io/kubelet@$(mod_version kubelet-go k8s.io/kubelet), grpc-go)" ;;
 	esac
 }
@@ -126,6 +129,11 @@ go_build() {
 		go build -p 2 -trimpath -o "$out/helm" -ldflags \
 			"-s -w -X helm.sh/helm/v4/internal/version.version=$(mod_version helm helm.sh/helm/v4)" \
 			helm.sh/helm/v4/cmd/helm
+		;;
+	helm3)
+		go build -p 2 -trimpath -o "$out/helm3" -ldflags \
+			"-s -w -X helm.sh/helm/v3/internal/version.version=$(mod_version helm3 helm.sh/helm/v3)" \
+			helm.sh/helm/v3/cmd/helm
 		;;
 	kubelet-go) go build -p 2 -trimpath -ldflags "-s -w" -o "$out/fake-kubelet-go" . ;;
 	esac

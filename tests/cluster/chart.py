@@ -29,8 +29,9 @@ SERVICE_ACCOUNTS = {
 _rendered = {}
 
 
-def helm():
-    return os.path.join(peers_bin(), "helm")
+def helm(major=4):
+    """The pinned helm of that major release (tools/peers.sh builds v4 as helm, v3 as helm3)."""
+    return os.path.join(peers_bin(), "helm" if major == 4 else "helm%d" % major)
 
 
 def template(*args, namespace=NAMESPACE):

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""test_chart.py TESSERA - the Helm chart (deploy/chart/tessera) with the pinned helm, against a
-real kube-apiserver (no Kueue manager: its CRDs only, no scheduler).
+"""test_chart.py TESSERA - the Helm chart (deploy/chart/tessera) with the pinned helm v4 and v3,
+against a real kube-apiserver (no Kueue manager: its CRDs only, no scheduler).
 
 Checked:
-  * `helm lint --strict` passes; the chart's version and appVersion are the binary's release
+  * `helm lint --strict` passes with both majors, and helm v3 renders every value set as v4 does; the chart's version and appVersion are the binary's release
     (`tessera --version`), and so is the image tag the Pods name by default;
   * the values schema refuses a bad value naming it, and certificates.provider=tessera without
     the controller is refused with the reason;
@@ -76,15 +76,16 @@ def kinds(docs):
     return out
 
 
-def helm(*args, **kw):
-    return subprocess.run([chart.helm()] + list(args), capture_output=True, text=True,
-                          timeout=120, **kw)
+def helm(*args, major=4):
+    return subprocess.run([chart.helm(major)] + list(args), capture_output=True, text=True,
+                          timeout=120)
 
 
 def check_static(tessera):
-    r = helm("lint", "--strict", chart.CHART)
-    t.ok(r.returncode == 0 and "0 chart(s) failed" in r.stdout, "helm lint --strict passes",
-         r.stdout + r.stderr)
+    for major in (4, 3):
+        r = helm("lint", "--strict", chart.CHART, major=major)
+        t.ok(r.returncode == 0 and "0 chart(s) failed" in r.stdout,
+             "helm v%d: lint --strict passes" % major, r.stdout + r.stderr)
     with open(os.path.join(chart.CHART, "Chart.yaml")) as f:
         meta = yaml.safe_load(f)
     version = subprocess.run([tessera, "--version"], capture_output=True, text=True,
@@ -144,6 +145,10 @@ def check_value_sets():
             continue
         t.ok(kinds(docs) == WANT[name], "%s: renders %s" % (name, ", ".join(
             "%d %s" % (n, k) for k, n in sorted(WANT[name].items()))), kinds(docs))
+        r = helm("template", chart.RELEASE, chart.CHART, "--namespace", chart.NAMESPACE, *args,
+                 major=3)
+        v3 = [d for d in yaml.safe_load_all(r.stdout) if d] if r.returncode == 0 else None
+        t.ok(v3 == docs, "%s: helm v3 renders the same objects" % name, r.stderr)
     cm = chart.render(*VALUE_SETS["cert-manager"])
     cfgs = [d for d in cm if d["kind"].endswith("WebhookConfiguration")]
     serving = [d for d in cm if d["kind"] == "Certificate" and
@@ -207,8 +212,9 @@ def check_on_server(cp):
 
 
 def install_upgrade_uninstall(cp):
-    def helm_cp(*args):
-        return helm(*args, "--namespace", chart.NAMESPACE, "--kubeconfig", cp.kubeconfig)
+    def helm_cp(*args, major=4):
+        return helm(*args, "--namespace", chart.NAMESPACE, "--kubeconfig", cp.kubeconfig,
+                    major=major)
 
     def runtime_class():
         r = cp.kubectl("get", "runtimeclass", "nvidia", "-o", "json")
@@ -249,12 +255,21 @@ def install_upgrade_uninstall(cp):
     cp.ensure({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                "metadata": {"name": "nvidia", "labels": {"owner": "gpu-operator"}},
                "handler": "nvidia"})
-    r = helm_cp("install", chart.RELEASE, chart.CHART)
+    r = helm_cp("install", chart.RELEASE, chart.CHART, major=3)
     rc = runtime_class() or {}
     t.ok(r.returncode == 0 and rc.get("metadata", {}).get("labels") == {"owner": "gpu-operator"}
          and "meta.helm.sh/release-name" not in rc["metadata"].get("annotations", {}),
-         "a RuntimeClass nvidia already there (the GPU Operator's): install succeeds and leaves "
-         "it alone", r.stderr[-3000:])
+         "helm v3 install over the kept CRDs with a RuntimeClass nvidia already there (the GPU "
+         "Operator's): succeeds and leaves it alone", r.stderr[-3000:])
+    r = helm_cp("upgrade", chart.RELEASE, chart.CHART, "--set", "controller.replicas=1", major=3)
+    dep = json.loads(cp.kubectl("get", "deployment", "gpustack-worker-controller", "-n",
+                                chart.NAMESPACE, "-o", "json").stdout or "{}")
+    t.ok(r.returncode == 0 and dep.get("spec", {}).get("replicas") == 1,
+         "helm v3 upgrade --set controller.replicas=1: 1 replica", r.stderr[-3000:])
+    r = helm_cp("uninstall", chart.RELEASE, major=3)
+    t.ok(r.returncode == 0 and runtime_class() is not None and
+         cp.kubectl("get", "crd", "instancetypes.worker.gpustack.ai").returncode == 0,
+         "helm v3 uninstall: the CRDs and the foreign RuntimeClass stay", r.stderr[-3000:])
 
 
 def main():

@@ -108,7 +108,8 @@ def check_versions(t):
                               "peers.sh"), "bin"], capture_output=True, text=True).stdout.strip()
     for argv, want in ((["etcd", "--version"], "etcd Version: 3.6.16"),
                        (["kubectl", "version", "--client"], "Client Version: v1.36.3"),
-                       (["helm", "version", "--short"], "v4.3.2")):
+                       (["helm", "version", "--short"], "v4.3.2"),
+                       (["helm3", "version", "--short"], "v3.21.4")):
         r = subprocess.run([os.path.join(bindir, argv[0])] + argv[1:], capture_output=True,
                            text=True)
         t.ok(r.returncode == 0 and want in r.stdout,
