@@ -254,8 +254,17 @@ def check_transport_errors(c, w):
     t.ok(w.alive(), "and is still running")
 
 
-def check_metrics(w):
+def check_metrics(w, tessera):
     st, text = w.probe("/metrics")
+    _, version, _, revision = subprocess.run([tessera, "--version"], capture_output=True,
+                                             text=True, check=True).stdout.split()
+    build = 'tessera_build_info{component="webhook",version="%s",revision="%s"} 1' % (
+        version, revision.rstrip(")"))
+    t.ok(build in text.splitlines() and "# TYPE tessera_build_info gauge" in text,
+         "/metrics has tessera_build_info with the binary's version and revision", text[-600:])
+    started = next((ln for ln in w.lines if "msg=listening" in ln), "")
+    t.ok(("version=%s" % version) in started and ("revision=%s" % revision.rstrip(")")) in
+         started, "the start line logs the version and revision", started)
 
     def value(pattern):
         m = re.search(r"^%s (\d+(?:\.\d+)?)$" % re.escape(pattern), text, re.M)
@@ -345,7 +354,7 @@ def run(tessera, cp, d):
         for i in range(3):
             c.review(MUTATE_POD, pod("fold-%d" % i, SLICE))
         check_transport_errors(c, w)
-        check_metrics(w)
+        check_metrics(w, tessera)
         handshakes = c.conn.handshakes
         for i in range(20):
             c.review(MUTATE_POD, pod("keepalive-%d" % i, {"cpu": "1"}))
