@@ -17,6 +17,7 @@
 #include "controller/probe_server.h"
 #include "kube/client.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -54,6 +55,17 @@ static void usage(FILE *f)
               "  --probe-port PORT          /healthz, /readyz and /metrics over HTTP (default\n"
               "                             8081; -1: none; 0: an ephemeral port, logged)\n"
               "  --probe-bind ADDR          the probe address (default every IPv4 address)\n"
+              "  --webhook-cert-secret NS/NAME  issue and renew the webhook's certificate in\n"
+              "                             this kubernetes.io/tls Secret (default \"\": off,\n"
+              "                             cert-manager or the operator provides it)\n"
+              "  --webhook-service NS/NAME  the webhook Service the certificate names (required\n"
+              "                             with --webhook-cert-secret)\n"
+              "  --webhook-configurations NAME[,NAME]\n"
+              "                             the Mutating/ValidatingWebhookConfigurations whose\n"
+              "                             caBundles are kept equal to the CA\n"
+              "  --webhook-cert-validity DURATION  the serving certificate's lifetime (default\n"
+              "                             8760h; renewed when a third is left)\n"
+              "  --webhook-ca-validity DURATION    the CA's lifetime (default 87600h)\n"
               "  --setting NAME=VALUE       a Setting's started-with value (after its\n"
               "                             GPUSTACK_* variable)\n"
               "  --kubeconfig PATH          API server config (default: in-cluster, then\n"
@@ -76,6 +88,11 @@ enum {
         OPT_PROBE_PORT,
         OPT_PROBE_BIND,
         OPT_SETTING,
+        OPT_CERT_SECRET,
+        OPT_CERT_SERVICE,
+        OPT_CERT_CONFIGURATIONS,
+        OPT_CERT_VALIDITY,
+        OPT_CA_VALIDITY,
         OPT_KUBECONFIG,
         OPT_CONTEXT,
         OPT_LOG_LEVEL,
@@ -95,6 +112,11 @@ static const struct option long_options[] = {
     {"probe-port", required_argument, NULL, OPT_PROBE_PORT},
     {"probe-bind", required_argument, NULL, OPT_PROBE_BIND},
     {"setting", required_argument, NULL, OPT_SETTING},
+    {"webhook-cert-secret", required_argument, NULL, OPT_CERT_SECRET},
+    {"webhook-service", required_argument, NULL, OPT_CERT_SERVICE},
+    {"webhook-configurations", required_argument, NULL, OPT_CERT_CONFIGURATIONS},
+    {"webhook-cert-validity", required_argument, NULL, OPT_CERT_VALIDITY},
+    {"webhook-ca-validity", required_argument, NULL, OPT_CA_VALIDITY},
     {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
     {"context", required_argument, NULL, OPT_CONTEXT},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
@@ -102,6 +124,38 @@ static const struct option long_options[] = {
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
+
+/* Whether text is NAMESPACE/NAME, both non-empty. */
+static bool is_ref(const char *text)
+{
+        const char *slash = strchr(text, '/');
+
+        return slash && slash != text && slash[1] && !strchr(slash + 1, '/');
+}
+
+/* Parses a lifetime ("90s", "30m", "8760h", or seconds) into *s, at least a minute. 0 or -1. */
+static int parse_lifetime(const char *text, unsigned long long *s)
+{
+        char *end;
+        unsigned long long v, scale = 1;
+
+        errno = 0;
+        if (*text < '0' || *text > '9')
+                return -1;
+        v = strtoull(text, &end, 10);
+        if (errno)
+                return -1;
+        if (!strcmp(end, "m"))
+                scale = 60;
+        else if (!strcmp(end, "h"))
+                scale = 3600;
+        else if (*end && strcmp(end, "s"))
+                return -1;
+        if (v > 1000ull * 365 * 86400 / scale || v * scale < 60)
+                return -1;
+        *s = v * scale;
+        return 0;
+}
 
 static int apply_option(void *ctx, int opt, const char *arg)
 {
@@ -151,6 +205,21 @@ static int apply_option(void *ctx, int opt, const char *arg)
                 return 0;
         case OPT_SETTING:
                 return cli_parse_setting(PROG, &o->ctl.settings, arg);
+        case OPT_CERT_SECRET:
+        case OPT_CERT_SERVICE:
+                if (*arg && !is_ref(arg))
+                        break;
+                *(opt == OPT_CERT_SECRET ? &o->ctl.cert_secret : &o->ctl.cert_service) = arg;
+                return 0;
+        case OPT_CERT_CONFIGURATIONS:
+                o->ctl.cert_configurations = arg;
+                return 0;
+        case OPT_CERT_VALIDITY:
+        case OPT_CA_VALIDITY:
+                if (parse_lifetime(arg, opt == OPT_CERT_VALIDITY ? &o->ctl.cert_validity_s
+                                                                 : &o->ctl.cert_ca_validity_s))
+                        break;
+                return 0;
         case OPT_KUBECONFIG:
                 o->kubeconfig = arg;
                 return 0;
@@ -198,6 +267,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         rc = cli_getopt(PROG, argc, argv, long_options, OPT_HELP, apply_option, o);
         if (rc)
                 return rc;
+        if (o->ctl.cert_secret && *o->ctl.cert_secret &&
+            (!o->ctl.cert_service || !*o->ctl.cert_service)) {
+                fprintf(stderr, "%s: --webhook-cert-secret needs --webhook-service\n", PROG);
+                return -1;
+        }
         o->ctl.identity = o->identity;
         return 0;
 }

@@ -46,6 +46,7 @@ static const char *const kind_names[CTL_N_KINDS] = {
     [CTL_KIND_INSTANCETYPES] = "instancetypes",
     [CTL_KIND_INSTANCE] = "instance",
     [CTL_KIND_INSTANCES_DRAINED] = "instances-drained",
+    [CTL_KIND_WEBHOOK_CERTS] = "webhook-certs",
 };
 
 void ctl_enqueue(struct tsr_controller *c, const char *key)
@@ -121,6 +122,8 @@ static void on_started(void *ctx)
         ctl_enqueue(c, "instancetypes");
         enqueue_nodes(c);
         ctl_instances_enqueue_all(c);
+        if (c->cert_ns[0])
+                ctl_enqueue(c, "webhook-certs");
 }
 
 static void on_lost(void *ctx)
@@ -145,6 +148,8 @@ static int dispatch(struct tsr_controller *c, const char *key, enum ctl_kind *ki
                 return *kind = CTL_KIND_CHAIN, ctl_chain_reconcile(c, requeue_ms);
         if (!strcmp(key, "instancetypes"))
                 return *kind = CTL_KIND_INSTANCETYPES, ctl_instancetypes_reconcile(c, requeue_ms);
+        if (!strcmp(key, "webhook-certs"))
+                return *kind = CTL_KIND_WEBHOOK_CERTS, ctl_webhook_certs_reconcile(c, requeue_ms);
         if (!strcmp(key, "workloads"))
                 return *kind = CTL_KIND_WORKLOADS, ctl_workloads_scan(c), 0;
         if (!strncmp(key, "node/", 5))
@@ -314,6 +319,55 @@ void ctl_event(struct tsr_controller *c, json_t *obj, const char *type, const ch
                 atomic_fetch_add(&c->events, 1);
 }
 
+/* Splits "ns/name" into ns and name (each < 254 bytes). 0 or -1. */
+static int split_ref(const char *ref, char *ns, char *name)
+{
+        const char *slash = strchr(ref, '/');
+
+        if (!slash || slash == ref || !slash[1] || strchr(slash + 1, '/') ||
+            (size_t)(slash - ref) >= 254 || strlen(slash + 1) >= 254)
+                return -1;
+        snprintf(ns, 254, "%.*s", (int)(slash - ref), ref);
+        snprintf(name, 254, "%s", slash + 1);
+        return 0;
+}
+
+/* The webhook certificates' configuration (webhook_certs.c), when cfg->cert_secret is set. */
+static int certs_init(struct tsr_controller *c, struct tsr_diag *diag)
+{
+        const struct tsr_controller_config *cfg = &c->cfg;
+        char svc_ns[254], svc[254];
+
+        if (!cfg->cert_secret || !*cfg->cert_secret)
+                return 0;
+        if (split_ref(cfg->cert_secret, c->cert_ns, c->cert_name) || !cfg->cert_service ||
+            split_ref(cfg->cert_service, svc_ns, svc))
+                return tsr_diag_set(diag, TSR_EINVAL,
+                                    "controller: the webhook certificates need a Secret and a "
+                                    "Service as NAMESPACE/NAME");
+        snprintf(c->cert_secret, sizeof(c->cert_secret), "%s", cfg->cert_secret);
+        snprintf(c->cert_configurations, sizeof(c->cert_configurations), "%s",
+                 cfg->cert_configurations ? cfg->cert_configurations : "");
+        if (!c->cfg.cert_validity_s)
+                c->cfg.cert_validity_s = 365ull * 86400;
+        if (!c->cfg.cert_ca_validity_s)
+                c->cfg.cert_ca_validity_s = 3650ull * 86400;
+        for (int i = 0; i < CTL_CERT_DNS_N; i++) {
+                static const char *const suffix[CTL_CERT_DNS_N] = {"", "", ".svc",
+                                                                   ".svc.cluster.local"};
+                size_t len = strlen(svc) + strlen(svc_ns) + strlen(suffix[i]) + 2;
+
+                c->cert_dns[i] = malloc(len);
+                if (!c->cert_dns[i])
+                        return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+                if (i)
+                        snprintf(c->cert_dns[i], len, "%s.%s%s", svc, svc_ns, suffix[i]);
+                else
+                        snprintf(c->cert_dns[i], len, "%s", svc);
+        }
+        return 0;
+}
+
 int tsr_controller_start(const struct tsr_controller_config *cfg, struct tsr_controller **out,
                          struct tsr_diag *diag)
 {
@@ -341,7 +395,9 @@ int tsr_controller_start(const struct tsr_controller_config *cfg, struct tsr_con
         }
         co.ctx = c;
         co.settings_namespace = c->ns;
-        rc = tsr_kube_cache_new_opts(cfg->client, &co, &c->cache, diag);
+        rc = certs_init(c, diag);
+        if (!rc)
+                rc = tsr_kube_cache_new_opts(cfg->client, &co, &c->cache, diag);
         if (!rc && pthread_create(&c->worker, NULL, worker_main, c))
                 rc = tsr_diag_set(diag, TSR_EIO, "controller: cannot start the worker thread");
         c->worker_started = !rc;
@@ -429,6 +485,26 @@ int tsr_controller_metrics(struct tsr_controller *c, struct tsr_buf *out)
                     atomic_load(&c->verdicts_ready), atomic_load(&c->verdicts_retry),
                     atomic_load(&c->verdicts_unchanged), atomic_load(&c->applies),
                     atomic_load(&c->deletes), atomic_load(&c->events));
+        if (!rc && c->cert_ns[0])
+                rc = tsr_buf_addf(
+                    out,
+                    "# HELP tessera_webhook_cert_expiry_timestamp_seconds When the webhook's "
+                    "certificates expire (0: none yet).\n"
+                    "# TYPE tessera_webhook_cert_expiry_timestamp_seconds gauge\n"
+                    "tessera_webhook_cert_expiry_timestamp_seconds{cert=\"serving\"} %lld\n"
+                    "tessera_webhook_cert_expiry_timestamp_seconds{cert=\"ca\"} %lld\n"
+                    "# HELP tessera_webhook_cert_rotations_total Webhook certificates issued.\n"
+                    "# TYPE tessera_webhook_cert_rotations_total counter\n"
+                    "tessera_webhook_cert_rotations_total{cert=\"serving\"} %lu\n"
+                    "tessera_webhook_cert_rotations_total{cert=\"ca\"} %lu\n"
+                    "# HELP tessera_webhook_cert_bundle_patches_total caBundle patches of the "
+                    "webhook configurations.\n"
+                    "# TYPE tessera_webhook_cert_bundle_patches_total counter\n"
+                    "tessera_webhook_cert_bundle_patches_total %lu\n",
+                    (long long)atomic_load(&c->cert_not_after[0]),
+                    (long long)atomic_load(&c->cert_not_after[1]),
+                    atomic_load(&c->cert_rotations[0]), atomic_load(&c->cert_rotations[1]),
+                    atomic_load(&c->cert_bundle_patches));
         return rc;
 }
 
@@ -445,5 +521,7 @@ void tsr_controller_stop(struct tsr_controller *c)
         tsr_workqueue_free(c->queue);
         json_decref(c->verdicts);
         ctl_instances_release(c);
+        for (int i = 0; i < CTL_CERT_DNS_N; i++)
+                free(c->cert_dns[i]);
         free(c);
 }

@@ -12,7 +12,9 @@
  *   "node/<name>"             the Node's feature labels (node_features.c);
  *   "chain"                   the Kueue chain derived from the managed nodes (chain_reconciler.c);
  *   "workloads"               a scan that queues every Workload waiting for this check;
- *   "workload/<ns>/<name>"    the check's verdict on one Workload (node_devices_check.c).
+ *   "workload/<ns>/<name>"    the check's verdict on one Workload (node_devices_check.c);
+ *   "webhook-certs"           the webhook's Secret and caBundles, with --webhook-cert-secret
+ *                             (webhook_certs.c), every minute and at each renewal time.
  * A reconciler that fails is retried after its key's backoff. A Retry verdict needs no timer of
  * ours: Kueue evicts the Workload and reserves quota for it again after requeueAfterSeconds, and
  * that new reservation is a watch event that queues its key. Until the caches have listed
@@ -44,6 +46,11 @@ struct tsr_controller_config {
         unsigned lease_ms, renew_ms, retry_ms; /* leader.h; 0: its defaults */
         unsigned requeue_after_s;              /* a Retry's requeueAfterSeconds: 30 */
         struct tsr_settings settings;
+        /* tessera's own webhook certificates (webhook_certs.c); cert_secret NULL or "": off */
+        const char *cert_secret;         /* "ns/name" of the kubernetes.io/tls Secret */
+        const char *cert_service;        /* "ns/name" of the webhook Service (the DNS names) */
+        const char *cert_configurations; /* "name[,name]": Mutating/ValidatingWebhookConfigs */
+        unsigned long long cert_validity_s, cert_ca_validity_s; /* 0: one year, ten years */
         void (*on_lost)(void *ctx); /* the Lease was lost: the process should exit; may be NULL */
         void *ctx;
 };

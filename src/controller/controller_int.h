@@ -36,8 +36,13 @@ enum ctl_kind {
         CTL_KIND_INSTANCETYPES,
         CTL_KIND_INSTANCE,
         CTL_KIND_INSTANCES_DRAINED,
+        CTL_KIND_WEBHOOK_CERTS,
         CTL_N_KINDS,
 };
+
+/* The webhook Service's DNS names a serving certificate carries: name, name.ns, name.ns.svc,
+ * name.ns.svc.cluster.local. */
+#define CTL_CERT_DNS_N 4
 
 struct tsr_controller {
         struct tsr_controller_config cfg;
@@ -56,6 +61,12 @@ struct tsr_controller {
         atomic_ulong reconciles[CTL_N_KINDS], failures[CTL_N_KINDS];
         atomic_ulong verdicts_ready, verdicts_retry, verdicts_unchanged;
         atomic_ulong applies, deletes, events;
+        /* webhook_certs.c: the Secret and Service split from the config ("" cert_ns: off), the
+         * configurations' names; [0] the serving certificate, [1] the CA */
+        char cert_secret[508], cert_ns[254], cert_name[254], cert_configurations[1024];
+        char *cert_dns[CTL_CERT_DNS_N];
+        atomic_ulong cert_rotations[2], cert_bundle_patches;
+        atomic_llong cert_not_after[2];
 };
 
 /* Server-side apply of obj (borrowed) at path (the object's own path, "/status" for status) as
@@ -120,6 +131,9 @@ int ctl_instance_reconcile(struct tsr_controller *c, const char *ns, const char 
                            unsigned *requeue_ms);
 /* Stops every running Instance of the type whose ClusterQueue cq was seen HoldAndDrain. */
 int ctl_instances_drained(struct tsr_controller *c, const char *cq);
+/* Keeps the webhook's Secret and the caBundles (webhook_certs.c); *requeue_ms: the next look
+ * (the earlier of a renewal and the resync). */
+int ctl_webhook_certs_reconcile(struct tsr_controller *c, unsigned *requeue_ms);
 /* Judges ns/name (a Retry is looked at again when Kueue reserves quota for it again). */
 int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name);
 

@@ -147,6 +147,18 @@ CONTROLLER_CALLS = {
     ("instance_reconciler.c", "patch"): {("worker.gpustack.ai", "instances", "patch")},
     # node_devices_check.c: the judged nodes' Pods, uncached (fieldSelector spec.nodeName)
     ("node_devices_check.c", "list_all"): {("", "pods", "list")},
+    # webhook_certs.c (--webhook-cert-secret): the webhook's Secret read, created when missing,
+    # PUT when renewed; the webhook configurations read and their caBundles JSON-patched
+    ("webhook_certs.c", "get"): {("", "secrets", "get"),
+                                 ("admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+                                  "get"),
+                                 ("admissionregistration.k8s.io",
+                                  "validatingwebhookconfigurations", "get")},
+    ("webhook_certs.c", "request"): {("", "secrets", "create"), ("", "secrets", "update")},
+    ("webhook_certs.c", "patch"): {("admissionregistration.k8s.io",
+                                    "mutatingwebhookconfigurations", "patch"),
+                                   ("admissionregistration.k8s.io",
+                                    "validatingwebhookconfigurations", "patch")},
 }
 
 
@@ -371,14 +383,16 @@ def check_controller(tessera, src, by_kind):
         "in CONTROLLER_CALLS, not in source": sorted(set(CONTROLLER_CALLS) - found)})
     sa = pod_spec.get("serviceAccountName")
     ns = dep["metadata"]["namespace"]
-    lease = {p for p in set().union(*CONTROLLER_CALLS.values()) if p[0] == "coordination.k8s.io"}
+    # the Lease and the webhook's Secret live in the release namespace: a Role, not the ClusterRole
+    lease = {p for p in set().union(*CONTROLLER_CALLS.values())
+             if p[0] == "coordination.k8s.io" or p[1] == "secrets"}
     need = set().union(*CONTROLLER_CALLS.values()) - lease
     need |= {(g, r, v) for g, r in CONTROLLER_WATCHED for v in ("list", "watch")}
     have = granted(by_kind, ns, sa)
     ok(have == need, "its ClusterRole grants exactly what the controller calls and watches",
        {"missing": sorted(need - have), "extra": sorted(have - need)})
     have_ns = granted(by_kind, ns, sa, namespaced=True)
-    ok(have_ns == lease, "its Role in %s grants exactly the Lease calls" % ns,
+    ok(have_ns == lease, "its Role in %s grants exactly the Lease and Secret calls" % ns,
        {"missing": sorted(lease - have_ns), "extra": sorted(have_ns - lease)})
 
 
