@@ -6,9 +6,10 @@
  * Keys are ECDSA P-256, signatures SHA-256, serials 128 random bits (positive). The CA has
  * basicConstraints CA:TRUE and keyUsage keyCertSign + cRLSign; the serving certificate
  * basicConstraints CA:FALSE, keyUsage digitalSignature, extKeyUsage serverAuth and one DNS
- * subjectAltName per name. notBefore is an hour before now (clock skew between replicas and the
- * API server), notAfter now + validity. A certificate is renewed once less than a third of its
- * lifetime (notAfter - notBefore) is left. Time is an argument: nothing here reads a clock.
+ * subjectAltName per name. notBefore is five minutes before now (clock skew between replicas and
+ * the API server; a tenth of the validity when that is shorter), notAfter now + validity. A
+ * certificate is renewed once less than a third of its lifetime (notAfter - notBefore) is left.
+ * Time is an argument: nothing here reads a clock.
  *
  * Ownership: every char ** out is a new NUL-terminated PEM string (free with free), written only
  * on success. Inputs are borrowed. Thread-safe (GnuTLS's own state is initialised on load).

@@ -27,7 +27,7 @@
 
 #define NOW  ((time_t)1796000000) /* 2026-11-30 */
 #define DAY  86400ull
-#define SKEW 3600
+#define SKEW 300
 
 static const char *const dns[] = {"tessera-webhook", "tessera-webhook.gpustack-system",
                                   "tessera-webhook.gpustack-system.svc",
@@ -140,6 +140,20 @@ static void test_validity_and_serials(void **state)
         issue(&q, 10, 365);
         assert_int_equal(tsr_cert_read_times(q.crt, &t, &diag), 0);
         assert_int_equal(t.not_after, NOW + (time_t)(10 * DAY));
+        /* a short lifetime is backdated a tenth of it, so it renews at two thirds of it */
+        {
+                char *crt = NULL, *key = NULL;
+
+                assert_int_equal(
+                    tsr_cert_issue_serving(q.ca, q.ca_key, dns, 4, NOW, 90, &crt, &key, &diag), 0);
+                assert_int_equal(tsr_cert_read_times(crt, &t, &diag), 0);
+                assert_int_equal(t.not_before, NOW - 9);
+                assert_int_equal(t.not_after, NOW + 90);
+                assert_false(tsr_cert_needs_renewal(&t, NOW + 56));
+                assert_true(tsr_cert_needs_renewal(&t, NOW + 57));
+                free(crt);
+                free(key);
+        }
         /* serials are random */
         x = load(p.crt);
         y = load(q.crt);
