@@ -14,8 +14,8 @@
 #include "base/log.h"
 #include "cli/options.h"
 #include "controller/controller.h"
-#include "controller/probe_server.h"
 #include "kube/client.h"
+#include "probe/probe_server.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -1,5 +1,5 @@
 /*
- * probe_server.h - the controller's plain-HTTP endpoints for kubelet probes and a Prometheus
+ * probe_server.h - a daemon's plain-HTTP endpoints for kubelet probes and a Prometheus
  * scrape: GET /healthz (200 while the process serves), GET /readyz (200 when the ready callback
  * says so, else 503 naming why), GET /metrics (the metrics callback's text); any other path 404,
  * any other method 405. One libmicrohttpd thread.
@@ -7,8 +7,8 @@
  * Ownership: the config is copied; its callbacks' ctx is borrowed until tsr_probe_server_stop.
  * The callbacks run on the server's thread.
  */
-#ifndef TSR_CONTROLLER_PROBE_SERVER_H
-#define TSR_CONTROLLER_PROBE_SERVER_H
+#ifndef TSR_PROBE_PROBE_SERVER_H
+#define TSR_PROBE_PROBE_SERVER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * probe_server.c - the endpoints of probe_server.h on libmicrohttpd's internal polling thread.
  * Each answer is built whole into a buffer and handed to libmicrohttpd, which frees it.
  */
-#include "controller/probe_server.h"
+#include "probe/probe_server.h"
 
 #include "base/buf.h"
 #include "base/diag.h"
