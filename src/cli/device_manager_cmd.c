@@ -13,11 +13,13 @@
 #include "base/diag.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "cli/options.h"
 #include "devicemanager/daemon.h"
 #include "kube/client.h"
 #include "nvml/fake.h"
 #include "nvml/nvml.h"
+#include "probe/probe_server.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -32,6 +34,8 @@ struct options {
         struct tsr_dm_daemon_config dm;
         const char *kubeconfig, *context;
         const char *nvml_library, *fake, *fake_state;
+        const char *probe_bind;
+        long long probe_port;
         char hostname[256];
 };
 
@@ -61,6 +65,9 @@ static void usage(FILE *f)
             "  --release-terminated BOOL  finished Pods stop charging (default true)\n"
             "  --poll-interval DURATION   how often the node's Pods are listed (default 2s)\n"
             "  --reclaim-interval DURATION  the reclaim resync (default 60s)\n"
+            "  --probe-port PORT          /healthz, /readyz and /metrics over HTTP (default\n"
+            "                             8083; -1: none; 0: an ephemeral port, logged)\n"
+            "  --probe-bind ADDR          the probe address (default every IPv4 address)\n"
             "  --log-level LEVEL          debug, info, warn or error (default info)\n",
             f);
 }
@@ -80,6 +87,8 @@ enum {
         OPT_RELEASE,
         OPT_POLL,
         OPT_RECLAIM,
+        OPT_PROBE_PORT,
+        OPT_PROBE_BIND,
         OPT_LOG_LEVEL,
         OPT_HELP,
 };
@@ -99,6 +108,8 @@ static const struct option long_options[] = {
     {"release-terminated", required_argument, NULL, OPT_RELEASE},
     {"poll-interval", required_argument, NULL, OPT_POLL},
     {"reclaim-interval", required_argument, NULL, OPT_RECLAIM},
+    {"probe-port", required_argument, NULL, OPT_PROBE_PORT},
+    {"probe-bind", required_argument, NULL, OPT_PROBE_BIND},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -171,6 +182,13 @@ static int apply_option(void *ctx, int opt, const char *arg)
                         break;
                 o->dm.reclaim_ms = ms;
                 return 0;
+        case OPT_PROBE_PORT:
+                if (cli_parse_number(arg, -1, 65535, &o->probe_port))
+                        break;
+                return 0;
+        case OPT_PROBE_BIND:
+                o->probe_bind = arg;
+                return 0;
         case OPT_LOG_LEVEL:
                 if (cli_parse_log_level(arg))
                         break;
@@ -197,6 +215,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         o->dm.plugin_dir = "/var/lib/kubelet/device-plugins";
         o->dm.podres_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
         o->dm.pods_dir = "/var/lib/kubelet/pods";
+        o->probe_port = 8083;
         if (switch_from_env("GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET",
                             &o->dm.identify_by_kubelet) ||
             switch_from_env("GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE", &o->dm.sliced_gate) ||
@@ -245,7 +264,9 @@ static int run(struct options *o)
         struct tsr_fake_gpus *fake = NULL;
         struct tsr_nvml *nvml = NULL;
         struct tsr_dm_daemon *d = NULL;
+        struct tsr_probe_server *probes = NULL;
         struct tsr_diag diag;
+        char port[16];
         sigset_t set;
         int rc, sig = 0;
 
@@ -269,19 +290,33 @@ static int run(struct options *o)
         tsr_kube_config_release(&cfg);
         if (!rc)
                 rc = tsr_dm_daemon_start(&o->dm, &d, &diag);
+        if (!rc && o->probe_port >= 0) {
+                struct tsr_probe_server_config pc = {
+                    .bind = o->probe_bind,
+                    .port = (unsigned)o->probe_port,
+                    .ready = tsr_dm_daemon_ready,
+                    .metrics = tsr_dm_daemon_metrics,
+                    .ctx = d,
+                };
+
+                rc = tsr_probe_server_start(&pc, &probes, &diag);
+        }
         if (rc) {
                 fprintf(stderr, PROG ": %s\n", diag.msg);
                 rc = 2;
                 goto out;
         }
+        snprintf(port, sizeof(port), "%u", probes ? tsr_probe_server_port(probes) : 0);
         tsr_log(TSR_LOG_INFO, "serving", "node", o->dm.node_name, "plugin_dir", o->dm.plugin_dir,
-                NULL);
+                "probe_port", port, "version", tsr_version(), "revision", tsr_revision(), NULL);
         sigwait(&set, &sig);
         tsr_log(TSR_LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                 NULL);
-        tsr_dm_daemon_stop(d);
-        tsr_log(TSR_LOG_INFO, "stopped", NULL);
 out:
+        tsr_probe_server_stop(probes);
+        tsr_dm_daemon_stop(d);
+        if (!rc)
+                tsr_log(TSR_LOG_INFO, "stopped", NULL);
         tsr_kube_client_free(o->dm.client);
         tsr_fake_gpus_free(fake);
         tsr_nvml_close(nvml);

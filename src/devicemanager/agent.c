@@ -779,8 +779,14 @@ static bool settle_partition(struct tsr_dm_agent *a, const struct tsr_accel_ledg
                            ? TSR_DM_FAILED_PRECONDITION
                            : TSR_DM_INTERNAL,
                        "%s", d.msg);
+                out->reason = rc == TSR_ESTALE      ? "marker_stale"
+                              : rc == TSR_ENOSPC    ? "no_capacity"
+                              : rc == TSR_ENOTFOUND ? "no_profile"
+                                                    : "carve_failed";
+                out->carve_failed = rc != TSR_ESTALE && rc != TSR_ENOSPC && rc != TSR_ENOTFOUND;
                 return false;
         }
+        out->carved = mg.how == TSR_MIG_CREATED;
         memset(g, 0, sizeof(*g));
         aa = &g->alloc.accels[g->alloc.n++];
         snprintf(aa->id, sizeof(aa->id), "%s", a->caps[mg.gpu].uuid);
@@ -832,6 +838,7 @@ static bool visible_partition(struct tsr_dm_agent *a, const char *pod, const cha
                        "visibility container %s of Pod %s refused: %s; the parent GPU is never "
                        "shown in place of a partition",
                        out->container, pod, d.msg);
+                out->reason = "visibility";
                 return false;
         }
         snprintf(mig, len, "%s", m.mig_uuid);
@@ -1020,6 +1027,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         if (tsr_dp_identify(&a->node, pods, kv, resource, ids, n_ids, reserved_by, a, &id,
                             out->message, sizeof(out->message))) {
                 out->code = TSR_DM_FAILED_PRECONDITION;
+                out->reason = "unidentified";
                 goto unlock;
         }
         snprintf(uid, sizeof(uid), "%s", str_at(id.pod, "metadata", "uid"));
@@ -1030,6 +1038,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 answer(out, TSR_DM_FAILED_PRECONDITION,
                        "container %s of Pod %s asks for more than one accelerator family",
                        id.container, out->pod);
+                out->reason = "mixed_families";
                 goto unlock;
         }
         switch (f) {
@@ -1046,6 +1055,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
 
                 if (why) {
                         answer(out, TSR_DM_FAILED_PRECONDITION, "%s", why);
+                        out->reason = "held_back";
                         break;
                 }
                 rc = tsr_dp_allocate_bound(&a->node, ledger, f, ids, n_ids, id.demand.units,
@@ -1055,6 +1065,10 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                             : rc == TSR_EPARSE ? TSR_DM_INVALID_ARGUMENT
                             : rc == TSR_ENOSPC ? TSR_DM_FAILED_PRECONDITION
                                                : TSR_DM_INTERNAL;
+                out->reason = rc == 0            ? NULL
+                              : rc == TSR_EPARSE ? "invalid_device"
+                              : rc == TSR_ENOSPC ? "no_capacity"
+                                                 : "internal";
                 granted = rc == 0;
         }
         }
@@ -1064,6 +1078,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         }
         if (granted) {
                 out->code = TSR_DM_OK;
+                out->reason = NULL;
                 out->message[0] = '\0';
                 snprintf(out->visible, sizeof(out->visible), "%s",
                          g->visible[0] ? g->visible : "void");
@@ -1085,6 +1100,10 @@ unlock:
         free(ledger);
         free(g);
         flush_notes(a);
+        if (out->code != TSR_DM_OK && !out->reason)
+                out->reason = "internal";
+        if (a->opts.allocated)
+                a->opts.allocated(a->opts.ctx, f, out);
         if (out->code != TSR_DM_OK) {
                 logf_(a, "warn", "Allocate of %zu %s device(s) refused: %s", n_ids, resource,
                       out->message);

@@ -92,6 +92,8 @@ enum tsr_dm_code {
         TSR_DM_UNAVAILABLE = 14,
 };
 
+struct tsr_dm_answer;
+
 struct tsr_dm_agent_opts {
         struct tsr_mig_gpus gpus;    /* the GPU backend */
         struct tsr_mig_store *store; /* MIG ownership markers */
@@ -110,6 +112,9 @@ struct tsr_dm_agent_opts {
         int (*record)(void *ctx, const char *ns, const char *name, const char *uid,
                       const char *json, struct tsr_diag *diag);
         void (*log)(void *ctx, const char *level, const char *msg);
+        /* Told of every Allocate's answer for family f, after the node lock is released (metrics,
+         * Events); NULL: nobody. Must not block. */
+        void (*allocated)(void *ctx, enum tsr_family f, const struct tsr_dm_answer *ans);
         void *ctx;
 };
 
@@ -120,6 +125,12 @@ struct tsr_dm_answer {
         char visible[TSR_DP_VISIBLE_MAX]; /* NVIDIA_VISIBLE_DEVICES; "void" for none */
         char pod[320];                    /* ns/name of the container's Pod */
         char container[64];
+        /* When code is not OK: the refusal rule as a short stable code (a static string):
+         * internal, unidentified, mixed_families, held_back, invalid_device, no_capacity,
+         * marker_stale, no_profile, carve_failed, visibility. NULL when granted. */
+        const char *reason;
+        bool carved;       /* a MIG instance was created for this grant */
+        bool carve_failed; /* creating a MIG instance failed (the backend's error) */
 };
 
 /*

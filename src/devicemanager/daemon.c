@@ -10,6 +10,7 @@
 #include "codec/alloc_annotation.h"
 #include "devicemanager/agent.h"
 #include "devicemanager/kubelet_link.h"
+#include "devicemanager/metrics.h"
 #include "devicemanager/plugin.h"
 #include "devicemanager/podres.h"
 #include "devicemanager/publish.h"
@@ -37,6 +38,7 @@ struct tsr_dm_daemon {
         struct tsr_dm_plugin *plugins[TSR_DP_FAMILIES];
         size_t n_plugins;
         struct tsr_dm_link *link;
+        struct tsr_dm_metrics *metrics;
         pthread_t thread;
         bool thread_started;
         pthread_mutex_t mu;
@@ -176,6 +178,16 @@ static void reclaim(struct tsr_dm_daemon *d)
         tsr_diag_clear(&diag);
         if (tsr_dm_agent_reclaim(d->agent, d->reclaimer, &st, &diag) && diag.msg[0])
                 tsr_log(TSR_LOG_WARN, "reclaim pass held", "error", diag.msg, NULL);
+        tsr_dm_metrics_reclaim(d->metrics, st.destroyed, st.in_use);
+}
+
+/* Every Allocate answer (a gRPC handler thread, the node lock released). */
+static void allocated(void *ctx, enum tsr_family f, const struct tsr_dm_answer *ans)
+{
+        struct tsr_dm_daemon *d = ctx;
+
+        tsr_dm_metrics_allocation(d->metrics, f, ans->code == TSR_DM_OK ? NULL : ans->reason,
+                                  ans->carved, ans->carve_failed);
 }
 
 /* The agent's change notice (any thread): the ledger may have moved, publish on the next poll. */
@@ -218,6 +230,8 @@ static void publish(struct tsr_dm_daemon *d)
                                     &d->published, &diag);
         if (rc && !diag.msg[0])
                 snprintf(diag.msg, sizeof(diag.msg), "%s", tsr_strerror(rc));
+        if (rc)
+                tsr_dm_metrics_publish_failed(d->metrics);
         if (rc && strcmp(diag.msg, d->publish_error))
                 tsr_log(TSR_LOG_WARN, "publishing the node's keys, labels and Devices failed",
                         "error", diag.msg, NULL);
@@ -286,6 +300,9 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
         struct tsr_mig_recovery rec;
         int rc;
 
+        d->metrics = tsr_dm_metrics_new();
+        if (!d->metrics)
+                return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
         rc = tsr_nvml_detect(d->cfg.gpus.ops, d->cfg.gpus.be, d->caps, CAPS_MAX, &d->n_caps,
                              detect_note, d, diag);
         if (rc)
@@ -314,6 +331,7 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
         ao.kubelet_view_free = kubelet_view_free;
         ao.record = record;
         ao.log = log_line;
+        ao.allocated = allocated;
         ao.ctx = d;
         rc = tsr_dm_agent_new(d->caps, d->n_caps, &ao, &d->agent, diag);
         if (!rc && tsr_dm_agent_subscribe(d->agent, ledger_moved, d))
@@ -364,6 +382,26 @@ int tsr_dm_daemon_start(const struct tsr_dm_daemon_config *cfg, struct tsr_dm_da
         return 0;
 }
 
+bool tsr_dm_daemon_ready(void *daemon, char *why, size_t why_len)
+{
+        struct tsr_dm_daemon *d = daemon;
+        struct tsr_dm_link_stats st;
+
+        tsr_dm_link_stats(d->link, &st);
+        if (!st.registered)
+                snprintf(why, why_len, "not registered with the kubelet: %s", st.unregistered);
+        return st.registered;
+}
+
+int tsr_dm_daemon_metrics(void *daemon, struct tsr_buf *out)
+{
+        struct tsr_dm_daemon *d = daemon;
+        struct tsr_dm_link_stats st;
+
+        tsr_dm_link_stats(d->link, &st);
+        return tsr_dm_metrics_render(d->metrics, st.registrations, out);
+}
+
 void tsr_dm_daemon_stop(struct tsr_dm_daemon *d)
 {
         if (!d)
@@ -381,6 +419,7 @@ void tsr_dm_daemon_stop(struct tsr_dm_daemon *d)
         tsr_dm_published_release(&d->published); /* a zeroed record holds nothing */
         tsr_mig_reclaimer_free(d->reclaimer);
         tsr_mig_store_free(d->store);
+        tsr_dm_metrics_free(d->metrics);
         pthread_cond_destroy(&d->cond);
         pthread_mutex_destroy(&d->mu);
         free(d);

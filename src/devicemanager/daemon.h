@@ -13,18 +13,22 @@
  * Allocate reads the Pods fresh from the API server every time (one uncached list), so a Pod the
  * scheduler has just bound is never missed.
  *
+ * Observability: the probe server's callbacks read readiness (the kubelet link's registrations)
+ * and the metrics (devicemanager/metrics.h: Allocate answers, reclaim passes, publish failures).
  * Ownership: the daemon borrows the API client and the GPU backend until stop returns.
- * Thread-safe start/stop from one thread.
+ * Start/stop from one thread; ready and metrics from any thread between them.
  */
 #ifndef TSR_DEVICEMANAGER_DAEMON_H
 #define TSR_DEVICEMANAGER_DAEMON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "base/diag.h"
 #include "kube/client.h"
 #include "mig/node.h"
 
+struct tsr_buf;
 struct tsr_dm_daemon;
 
 struct tsr_dm_daemon_config {
@@ -44,6 +48,16 @@ struct tsr_dm_daemon_config {
 /* Starts the daemon. Returns 0 and *out, or an error with diag (nothing left running). */
 int tsr_dm_daemon_start(const struct tsr_dm_daemon_config *cfg, struct tsr_dm_daemon **out,
                         struct tsr_diag *diag);
+
+/*
+ * Readiness (the probe server's callback; any thread): true when every plugin is registered with
+ * the current kubelet, else false with why naming the resources that are not.
+ */
+bool tsr_dm_daemon_ready(void *daemon, char *why, size_t why_len);
+
+/* Appends the metrics (devicemanager/metrics.h; the probe server's callback, any thread).
+ * Returns 0 or a buffer error. */
+int tsr_dm_daemon_metrics(void *daemon, struct tsr_buf *out);
 
 /* Stops everything (servers, sockets, threads) and frees the daemon. NULL is a no-op. */
 void tsr_dm_daemon_stop(struct tsr_dm_daemon *d);

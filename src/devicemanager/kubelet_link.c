@@ -258,15 +258,38 @@ static bool new_kubelet_up(const struct tsr_dm_link *l)
         return l->kubelet_created || !same_file(&l->old_kubelet, &sb);
 }
 
+/* Copies the endpoints' registration state into the stats (link thread); restarted counts a
+ * restart of the servers. */
+static void publish_registered(struct tsr_dm_link *l, bool restarted)
+{
+        char names[sizeof(l->stats.unregistered)] = "";
+        size_t len = 0;
+        bool all = true;
+
+        for (size_t i = 0; i < l->n; i++) {
+                if (l->ep[i].registered)
+                        continue;
+                all = false;
+                if (len < sizeof(names))
+                        len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+                                                len ? ", " : "",
+                                                tsr_dm_plugin_resource(l->ep[i].plugin));
+        }
+        if (len >= sizeof(names))
+                memcpy(names + sizeof(names) - 4, "...", 4);
+        pthread_mutex_lock(&l->mu);
+        l->stats.restarts += restarted;
+        l->stats.registered = all;
+        memcpy(l->stats.unregistered, names, sizeof(names));
+        pthread_mutex_unlock(&l->mu);
+}
+
 static void restart_servers(struct tsr_dm_link *l)
 {
         for (size_t i = 0; i < l->n; i++)
                 reserve(l, &l->ep[i]);
         l->registered_through.known = false;
-        pthread_mutex_lock(&l->mu);
-        l->stats.restarts++;
-        l->stats.registered = false;
-        pthread_mutex_unlock(&l->mu);
+        publish_registered(l, true);
 }
 
 /* Drains inotify; true when kubelet.sock appeared (a pending Register should not wait out its
@@ -333,9 +356,7 @@ static void *link_main(void *arg)
                                             : BACKOFF_INITIAL_MS;
                         clock_gettime(CLOCK_MONOTONIC, &next);
                         next = tsr_timespec_add_ms(next, backoff);
-                        pthread_mutex_lock(&l->mu);
-                        l->stats.registered = all;
-                        pthread_mutex_unlock(&l->mu);
+                        publish_registered(l, false);
                         if (backoff && backoff < (unsigned)wait_ms)
                                 wait_ms = (int)backoff;
                 }
@@ -363,9 +384,7 @@ static void *link_main(void *arg)
                 l->kubelet_created = appeared;
                 for (size_t i = 0; i < l->n; i++)
                         l->ep[i].registered = false;
-                pthread_mutex_lock(&l->mu);
-                l->stats.registered = false;
-                pthread_mutex_unlock(&l->mu);
+                publish_registered(l, false);
         }
         return NULL;
 }
@@ -411,6 +430,8 @@ int tsr_dm_link_start(struct tsr_dm_plugin *const *plugins, size_t n,
                         rc = tsr_diag_set(diag, TSR_EIO, "kubelet link: cannot watch %s: %s",
                                           l->dir, strerror(errno));
         }
+        if (!rc)
+                publish_registered(l, false); /* none yet: readiness names them all */
         if (!rc && pthread_create(&l->thread, NULL, link_main, l))
                 rc = tsr_diag_set(diag, TSR_EIO, "kubelet link: cannot start its thread");
         if (rc) {

@@ -51,6 +51,8 @@ struct tsr_dm_link_stats {
         unsigned long failures;      /* failed Register calls */
         unsigned long restarts;      /* kubelet restarts handled (servers restarted) */
         bool registered;             /* every plugin is registered with the current kubelet */
+        char unregistered[512]; /* the resources not registered with it, ", "-separated ("": none;
+                                   cut short with "..." when too long) */
 };
 
 /*

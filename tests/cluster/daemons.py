@@ -125,7 +125,12 @@ class DeviceManager(Daemon):
                           "--fake-state", os.path.join(node.dir, "gpus.json"),
                           "--kubeconfig", kubeconfig or cp.kubeconfig,
                           "--poll-interval", "200ms", "--reclaim-interval", "300ms",
+                          "--probe-port", "0", "--probe-bind", "127.0.0.1",
                           "--log-level", "debug", *extra])
+        line = eventually(lambda: self.find("msg=serving"), timeout=15)
+        if not line:
+            raise RuntimeError("tessera device-manager did not start:\n" + self.log())
+        self.probe_port = int(re.search(r" probe_port=(\d+)", line).group(1))
 
     def wait_registered(self, node, resources, timeout=30):
         for res in resources:

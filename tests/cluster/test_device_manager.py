@@ -328,7 +328,75 @@ def wait_listed(kubelet, family):
     eventually_value(lambda: resource(kubelet, family).get("allocatable"), timeout=15)
 
 
+def metrics(dm):
+    """The device manager's /metrics as {series: value} (HELP and TYPE lines left out)."""
+    status, body = dm.probe("/metrics")
+    out = {}
+    for ln in body.splitlines() if status == 200 else []:
+        if ln and not ln.startswith("#"):
+            series, _, value = ln.rpartition(" ")
+            out[series] = float(value)
+    return out
+
+
+def moved(before, after):
+    """The series whose value changed, with the change (a new series counts from 0)."""
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
 # ---- the checks ----------------------------------------------------------------------------------
+
+def check_probes(dm):
+    ok(dm.probe("/healthz")[0] == 200, "GET /healthz: 200 while serving", dm.probe("/healthz"))
+    ok(eventually_value(lambda: dm.probe("/readyz")[0] == 200),
+       "GET /readyz: 200 once every plugin registered with the kubelet", dm.probe("/readyz"))
+    status, body = dm.probe("/metrics")
+    want = ["# TYPE tessera_device_manager_%s %s" % m for m in (
+        ("allocations_total", "counter"), ("allocation_refusals_total", "counter"),
+        ("mig_carves_total", "counter"), ("mig_carve_failures_total", "counter"),
+        ("mig_reclaims_total", "counter"), ("mig_reclaim_stragglers", "gauge"),
+        ("publish_failures_total", "counter"), ("kubelet_registrations_total", "counter"))]
+    missing = [w for w in want if w not in body]
+    ok(status == 200 and not missing, "GET /metrics: every metric with its HELP and TYPE",
+       missing or body[:2000])
+    info = [ln for ln in body.splitlines() if ln.startswith("tessera_build_info{")]
+    ok(len(info) == 1 and 'component="device-manager"' in info[0] and info[0].endswith(" 1"),
+       "GET /metrics: tessera_build_info for the device manager", info)
+    line = dm.find("msg=serving") or ""
+    ok(re.search(r" version=\S+", line) and re.search(r" revision=\S+", line),
+       "the start line carries the version and the revision", line)
+    m = metrics(dm)
+    ok(m.get("tessera_device_manager_kubelet_registrations_total") == len(RES),
+       "kubelet_registrations_total counts one Register per family", m)
+
+
+def check_ready_across_restart(kubelet, dm):
+    """Samples /readyz while the kubelet restarts slowly: not ready (naming the resources) until
+    every plugin registered again, then ready."""
+    seen, stop = [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            seen.append(dm.probe("/readyz"))
+            time.sleep(0.01)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    try:
+        result = check_kubelet_restart(kubelet, dm, " slowly (cleanup 200 ms a socket)",
+                                       cleanup_delay=0.2)
+        ok(eventually_value(lambda: dm.probe("/readyz")[0] == 200),
+           "GET /readyz: 200 again once every plugin re-registered", dm.probe("/readyz"))
+    finally:
+        stop.set()
+        th.join()
+    down = [b for st, b in seen if st == 503]
+    ok(down and all("not registered with the kubelet" in b for b in down)
+       and any(RES["exclusive"] in b for b in down),
+       "GET /readyz: 503 naming the unregistered resources while the kubelet restarts",
+       {"503s": len(down), "first": down[:1], "samples": len(seen)})
+    return result
+
 
 def check_registration(kubelet):
     for fam, name in RES.items():
@@ -589,8 +657,22 @@ def run(tessera, impl):
         d = kn.dir
         dm = DeviceManager(tessera, cp, kn, FAKE, kubeconfig=kc)
         check_registration(kn)
+        check_probes(dm)
         check_published(node, rec)
+        before = metrics(dm)
         mig = check_allocate(node, kn)
+        want = {'tessera_device_manager_allocations_total{family="%s"}' % f: 1
+                for f in RES}
+        want.update({
+            'tessera_device_manager_allocation_refusals_total'
+            '{family="exclusive",reason="no_capacity"}': 1,
+            'tessera_device_manager_allocation_refusals_total'
+            '{family="exclusive",reason="invalid_device"}': 1,
+            "tessera_device_manager_mig_carves_total": 1})
+        got = moved(before, metrics(dm))
+        got.pop("tessera_device_manager_kubelet_registrations_total", None)
+        ok(got == want, "/metrics: the allocations, refusals and carve moved by exactly what was "
+           "asked", {"moved": got, "want": want})
         pub = [ln for ln in dm.lines if "publishing the node's keys" in ln]
         ok(not pub, "publishing never failed (or healed) against the API server", pub)
 
@@ -602,10 +684,16 @@ def run(tessera, impl):
                    "a failed Register, %d slower than 2 s; slowest %.1f s" % (
                        sum(1 for r in results if r[0]), n, sum(1 for r in results if r[1]),
                        sum(1 for r in results if r[2] > 2), max(r[2] for r in results)))
-        _, failed_regs, _ = check_kubelet_restart(kn, dm, " slowly (cleanup 200 ms a socket)",
-                                                  cleanup_delay=0.2)
+        _, failed_regs, _ = check_ready_across_restart(kn, dm)
         ok(not failed_regs, "no Register failed while the slow kubelet cleaned up", failed_regs)
+        before = metrics(dm)
         check_reclaim(node, d)
+        ok(eventually_value(lambda: moved(before, metrics(dm)).get(
+            "tessera_device_manager_mig_reclaims_total") == 1)
+           and metrics(dm).get("tessera_device_manager_mig_reclaim_stragglers") == 0,
+           "/metrics: one MIG reclaim, no straggler", moved(before, metrics(dm)))
+        ok(metrics(dm).get("tessera_device_manager_publish_failures_total") == 0,
+           "/metrics: no publish failed", metrics(dm))
         check_sidecar(node, d)
 
         node.create("mig2", {"nvidia.com/gpu.partitioned": "1",
