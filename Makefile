@@ -6,7 +6,7 @@
 
 BUILD_DIR := build
 
-.PHONY: all build peers demo test replay clean
+.PHONY: all build peers demo test replay image clean
 
 all: build
 
@@ -35,6 +35,10 @@ replay: build
 	./$(BUILD_DIR)/src/cli/tessera replay --nodes $(TRACES)/openb_node_list_gpu_node.csv \
 		$(foreach p,$(wildcard $(TRACES)/openb_pod_list_*.csv),--pods $(p)) \
 		--check-published 10 --csv $(BUILD_DIR)/replay/replay.csv --svg $(BUILD_DIR)/replay/replay.svg
+
+# The container image without Docker (docs/image.md): build/image/oci and build/image/tessera-<version>.tar.
+image: build
+	BUILD_DIR=$(BUILD_DIR) bash tools/image.sh
 
 clean:
 	rm -rf $(BUILD_DIR) build-ci-gcc build-ci-asan build-ci-tsan build-ci-fuzz

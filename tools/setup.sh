@@ -14,6 +14,7 @@ PACKAGES=(
 	python3 python3-yaml jq
 	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 	python3-grpcio python3-protobuf
+	mmdebstrap umoci skopeo
 )
 
 # The fake kubelet's second gRPC stack (tests/peers/grpc-js: @grpc/grpc-js, @grpc/proto-loader), from the
