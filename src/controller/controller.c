@@ -18,6 +18,7 @@
 #include "controller/workqueue.h"
 #include "kube/cache.h"
 #include "kube/client.h"
+#include "kube/event.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,54 +267,34 @@ const char *ctl_meta_str(json_t *obj, const char *field)
 
 void ctl_now_rfc3339(char *out, size_t len)
 {
-        time_t now = time(NULL);
-        struct tm tm;
-
-        gmtime_r(&now, &tm);
-        strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        tsr_kube_now_rfc3339(out, len);
 }
 
 void ctl_event(struct tsr_controller *c, json_t *obj, const char *type, const char *reason,
                const char *message)
 {
         json_t *meta = json_object_get(obj, "metadata");
-        const char *ns = json_string_value(json_object_get(meta, "namespace"));
-        const char *name = json_string_value(json_object_get(meta, "name"));
-        char path[320], when[32];
+        struct tsr_kube_event_record ev = {
+            .api_version = json_string_value(json_object_get(obj, "apiVersion")),
+            .kind = json_string_value(json_object_get(obj, "kind")),
+            .name = json_string_value(json_object_get(meta, "name")),
+            .namespace_ = json_string_value(json_object_get(meta, "namespace")),
+            .uid = json_string_value(json_object_get(meta, "uid")),
+            .type = type,
+            .reason = reason,
+            .message = message,
+            .component = CTL_MANAGER,
+            .instance = c->identity,
+        };
         struct tsr_diag diag;
-        json_t *ev;
         int rc;
 
-        if (!name)
+        if (!ev.name)
                 return;
-        if (!ns || !*ns)
-                ns = "default"; /* where cluster-scoped objects' Events live */
-        ctl_now_rfc3339(when, sizeof(when));
-        ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s?, s:s?, s:s, s:s?, s:s?}, s:s, s:s, s:s, "
-                       "s:{s:s}, s:s, s:s, s:i, s:s, s:s}",
-                       "apiVersion", "v1", "kind", "Event", "metadata", "generateName", "tessera-",
-                       "namespace", ns, "involvedObject", "apiVersion",
-                       json_string_value(json_object_get(obj, "apiVersion")), "kind",
-                       json_string_value(json_object_get(obj, "kind")), "name", name, "namespace",
-                       json_string_value(json_object_get(meta, "namespace")), "uid",
-                       json_string_value(json_object_get(meta, "uid")), "type", type, "reason",
-                       reason, "message", message, "source", "component", CTL_MANAGER,
-                       "firstTimestamp", when, "lastTimestamp", when, "count", 1,
-                       "reportingComponent", CTL_MANAGER, "reportingInstance", c->identity);
-        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
         tsr_diag_clear(&diag);
-        rc = ev ? 0 : TSR_ENOMEM;
-        if (!rc) {
-                char *text = json_dumps(ev, JSON_COMPACT);
-
-                rc = text ? tsr_kube_client_request(c->cfg.client, "POST", path, "application/json",
-                                                    text, strlen(text), NULL, NULL, NULL, &diag)
-                          : TSR_ENOMEM;
-                free(text);
-        }
-        json_decref(ev);
+        rc = tsr_kube_event_post(c->cfg.client, &ev, &diag);
         if (rc)
-                tsr_log(TSR_LOG_WARN, "cannot record an Event", "object", name, "reason", reason,
+                tsr_log(TSR_LOG_WARN, "cannot record an Event", "object", ev.name, "reason", reason,
                         "error", diag.msg[0] ? diag.msg : tsr_strerror(rc), NULL);
         else
                 atomic_fetch_add(&c->events, 1);

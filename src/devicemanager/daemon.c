@@ -9,6 +9,7 @@
 #include "base/timespec.h"
 #include "codec/alloc_annotation.h"
 #include "devicemanager/agent.h"
+#include "devicemanager/events.h"
 #include "devicemanager/kubelet_link.h"
 #include "devicemanager/metrics.h"
 #include "devicemanager/plugin.h"
@@ -39,6 +40,7 @@ struct tsr_dm_daemon {
         size_t n_plugins;
         struct tsr_dm_link *link;
         struct tsr_dm_metrics *metrics;
+        struct tsr_dm_events *events;
         pthread_t thread;
         bool thread_started;
         pthread_mutex_t mu;
@@ -181,13 +183,39 @@ static void reclaim(struct tsr_dm_daemon *d)
         tsr_dm_metrics_reclaim(d->metrics, st.destroyed, st.in_use);
 }
 
-/* Every Allocate answer (a gRPC handler thread, the node lock released). */
+static int64_t now_ms(void)
+{
+        struct timespec now;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* Every Allocate answer (a gRPC handler thread, the node lock released): counted, and a refusal
+ * queued as an Event on its Pod (the node when none was named). */
 static void allocated(void *ctx, enum tsr_family f, const struct tsr_dm_answer *ans)
 {
         struct tsr_dm_daemon *d = ctx;
+        char msg[768];
 
         tsr_dm_metrics_allocation(d->metrics, f, ans->code == TSR_DM_OK ? NULL : ans->reason,
                                   ans->carved, ans->carve_failed);
+        if (ans->code == TSR_DM_OK)
+                return;
+        snprintf(msg, sizeof(msg), "%s Allocate%s%s refused (%s): %s", tsr_family_name(f),
+                 ans->container[0] ? " of container " : "", ans->container, ans->reason,
+                 ans->message);
+        tsr_dm_events_emit(d->events, ans->pod, "Warning",
+                           ans->carve_failed ? "MIGCarveFailed" : "AllocationRefused", msg,
+                           now_ms());
+}
+
+/* Events' post (their worker thread). */
+static int post_event(void *ctx, const struct tsr_kube_event_record *ev, struct tsr_diag *diag)
+{
+        struct tsr_dm_daemon *d = ctx;
+
+        return tsr_kube_event_post(d->cfg.client, ev, diag);
 }
 
 /* The agent's change notice (any thread): the ledger may have moved, publish on the next poll. */
@@ -291,6 +319,19 @@ static void *reconcile_main(void *arg)
         return NULL;
 }
 
+/* MIG recovery found instances gone (a reboot), corrupt markers or unmarked instances: a Normal
+ * Event on the node. */
+static void recovered(struct tsr_dm_daemon *d, const struct tsr_mig_recovery *rec)
+{
+        char msg[256];
+
+        snprintf(msg, sizeof(msg),
+                 "MIG recovery: %u ownership markers, %u naming an instance that is gone, %u "
+                 "corrupt; %u instances no marker names",
+                 rec->markers, rec->stale, rec->corrupt, rec->orphans);
+        tsr_dm_events_emit(d->events, NULL, "Normal", "RebootRecovered", msg, now_ms());
+}
+
 /* ---- start and stop ------------------------------------------------------------------------- */
 
 static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
@@ -300,8 +341,10 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
         struct tsr_mig_recovery rec;
         int rc;
 
+        struct tsr_dm_events_opts eo = {d->node, 0, post_event, d};
+
         d->metrics = tsr_dm_metrics_new();
-        if (!d->metrics)
+        if (!d->metrics || tsr_dm_events_new(&eo, &d->events))
                 return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
         rc = tsr_nvml_detect(d->cfg.gpus.ops, d->cfg.gpus.be, d->caps, CAPS_MAX, &d->n_caps,
                              detect_note, d, diag);
@@ -317,6 +360,8 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
         if (tsr_mig_reclaim_recover(d->reclaimer, &rec, diag))
                 tsr_log(TSR_LOG_WARN, "MIG recovery could not read the markers", "error", diag->msg,
                         NULL);
+        else if (rec.stale || rec.corrupt || rec.orphans)
+                recovered(d, &rec);
         tsr_diag_clear(diag);
         tsr_dm_published_init(&d->published,
                               tsr_catalog_manufacturer(d->caps[0].product->manufacturer));
@@ -419,6 +464,7 @@ void tsr_dm_daemon_stop(struct tsr_dm_daemon *d)
         tsr_dm_published_release(&d->published); /* a zeroed record holds nothing */
         tsr_mig_reclaimer_free(d->reclaimer);
         tsr_mig_store_free(d->store);
+        tsr_dm_events_free(d->events);
         tsr_dm_metrics_free(d->metrics);
         pthread_cond_destroy(&d->cond);
         pthread_mutex_destroy(&d->mu);

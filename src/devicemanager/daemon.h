@@ -14,7 +14,9 @@
  * scheduler has just bound is never missed.
  *
  * Observability: the probe server's callbacks read readiness (the kubelet link's registrations)
- * and the metrics (devicemanager/metrics.h: Allocate answers, reclaim passes, publish failures).
+ * and the metrics (devicemanager/metrics.h: Allocate answers, reclaim passes, publish failures);
+ * refused Allocates, failed MIG carves and MIG recovery after a restart are Events
+ * (devicemanager/events.h), posted by their own thread.
  * Ownership: the daemon borrows the API client and the GPU backend until stop returns.
  * Start/stop from one thread; ready and metrics from any thread between them.
  */

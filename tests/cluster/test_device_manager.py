@@ -370,6 +370,28 @@ def check_probes(dm):
        "kubelet_registrations_total counts one Register per family", m)
 
 
+def check_refusal_events(cp):
+    """The two refused Allocates of Pod "refused" are Warning AllocationRefused Events on it,
+    reported by tessera-device-manager from the node."""
+    def events():
+        items = cp.api("GET", "/api/v1/namespaces/%s/events" % NS).get("items", [])
+        return [e for e in items if e.get("involvedObject", {}).get("name") == "refused"]
+
+    evs = eventually_value(lambda: len(events()) >= 2 and events(), timeout=10) or events()
+    ok(len(evs) == 2 and all(
+        e["type"] == "Warning" and e["reason"] == "AllocationRefused"
+        and e["involvedObject"].get("kind") == "Pod"
+        and e["involvedObject"].get("namespace") == NS
+        and e.get("reportingComponent") == "tessera-device-manager"
+        and e.get("source", {}).get("component") == "tessera-device-manager"
+        and e.get("reportingInstance") == NODE for e in evs)
+       and sorted(re.search(r"\((\w+)\)", e["message"]).group(1) for e in evs)
+       == ["invalid_device", "no_capacity"],
+       "each refused Allocate is one Warning AllocationRefused Event on its Pod, with the reason",
+       [{k: e.get(k) for k in ("type", "reason", "message", "involvedObject",
+                               "reportingComponent")} for e in evs])
+
+
 def check_ready_across_restart(kubelet, dm):
     """Samples /readyz while the kubelet restarts slowly: not ready (naming the resources) until
     every plugin registered again, then ready."""
@@ -673,6 +695,7 @@ def run(tessera, impl):
         got.pop("tessera_device_manager_kubelet_registrations_total", None)
         ok(got == want, "/metrics: the allocations, refusals and carve moved by exactly what was "
            "asked", {"moved": got, "want": want})
+        check_refusal_events(cp)
         pub = [ln for ln in dm.lines if "publishing the node's keys" in ln]
         ok(not pub, "publishing never failed (or healed) against the API server", pub)
 

@@ -100,6 +100,8 @@ CALLS = {
                              ("worker.gpustack.ai", "devices/status", "patch")},
     # devices_read: POST /apis/worker.gpustack.ai/v1alpha1/devices when missing
     ("publish.c", "request"): {("worker.gpustack.ai", "devices", "create")},
+    # post_event: POST /api/v1/namespaces/<ns>/events (refusals, carve failures, recovery)
+    ("daemon.c", "event_post"): {("", "events", "create")},
 }
 
 
@@ -125,10 +127,12 @@ CONTROLLER_CALLS = {
                                 ("", "services", "patch"), ("", "services", "create")},
     # ctl_put_status: the InstanceTypes' and Instances' status PUT
     ("controller.c", "request"): {("kueue.x-k8s.io", k, "delete") for k in CHAIN_KINDS} |
-                                 {("", "events", "create"), ("", "pods", "delete"),
+                                 {("", "pods", "delete"),
                                   ("", "services", "delete"),
                                   ("worker.gpustack.ai", "instancetypes/status", "update"),
                                   ("worker.gpustack.ai", "instances/status", "update")},
+    # ctl_event: POST /api/v1/namespaces/<ns>/events (kube/event.h)
+    ("controller.c", "event_post"): {("", "events", "create")},
     # leader.c: GET the Lease, POST it when missing, PUT it to renew, take over or release
     ("leader.c", "get"): {("coordination.k8s.io", "leases", "get")},
     ("leader.c", "request"): {("coordination.k8s.io", "leases", "create"),
@@ -163,13 +167,14 @@ CONTROLLER_CALLS = {
 
 
 def client_calls(src, module="devicemanager"):
-    """(file, call) for every tsr_kube_client_<call>( in src/<module>/*.c."""
+    """(file, call) for every tsr_kube_client_<call>( and tsr_kube_event_post( (call "event_post",
+    kube/event.h) in src/<module>/*.c."""
     found = set()
     for path in glob.glob(os.path.join(src, "src", module, "*.c")):
         with open(path) as f:
             text = f.read()
-        for m in re.finditer(r"\btsr_kube_client_(\w+)\s*\(", text):
-            found.add((os.path.basename(path), m.group(1)))
+        for m in re.finditer(r"\btsr_kube_(?:client_(\w+)|(event_post))\s*\(", text):
+            found.add((os.path.basename(path), m.group(1) or m.group(2)))
     return found
 
 
