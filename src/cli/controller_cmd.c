@@ -12,6 +12,7 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "cli/options.h"
 #include "controller/controller.h"
 #include "kube/client.h"
@@ -294,7 +295,9 @@ static bool probe_ready(void *ctx, char *why, size_t why_len)
 
 static int probe_metrics(void *ctx, struct tsr_buf *out)
 {
-        return tsr_controller_metrics(ctx, out);
+        int rc = tsr_controller_metrics(ctx, out);
+
+        return rc ? rc : tsr_build_info_render("controller", out);
 }
 
 static int run(struct options *o)
@@ -336,7 +339,8 @@ static int run(struct options *o)
         }
         snprintf(port, sizeof(port), "%u", probes ? tsr_probe_server_port(probes) : 0);
         tsr_log(TSR_LOG_INFO, "serving", "identity", o->identity, "namespace", o->ctl.namespace_,
-                "probe_port", port, "leader_elect", o->ctl.leader_elect ? "true" : "false", NULL);
+                "probe_port", port, "leader_elect", o->ctl.leader_elect ? "true" : "false",
+                "version", tsr_version(), "revision", tsr_revision(), NULL);
         sigwait(&set, &sig);
         if (lease_lost) {
                 rc = 1;

@@ -68,7 +68,8 @@ static void usage(FILE *f)
             "  --probe-port PORT          /healthz, /readyz and /metrics over HTTP (default\n"
             "                             8083; -1: none; 0: an ephemeral port, logged)\n"
             "  --probe-bind ADDR          the probe address (default every IPv4 address)\n"
-            "  --log-level LEVEL          debug, info, warn or error (default info)\n",
+            "  --log-level LEVEL          debug, info, warn or error (default info)\n"
+            "  --log-format FORMAT        logfmt or json (default logfmt)\n",
             f);
 }
 
@@ -90,6 +91,7 @@ enum {
         OPT_PROBE_PORT,
         OPT_PROBE_BIND,
         OPT_LOG_LEVEL,
+        OPT_LOG_FORMAT,
         OPT_HELP,
 };
 
@@ -111,6 +113,7 @@ static const struct option long_options[] = {
     {"probe-port", required_argument, NULL, OPT_PROBE_PORT},
     {"probe-bind", required_argument, NULL, OPT_PROBE_BIND},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -191,6 +194,10 @@ static int apply_option(void *ctx, int opt, const char *arg)
                 return 0;
         case OPT_LOG_LEVEL:
                 if (cli_parse_log_level(arg))
+                        break;
+                return 0;
+        case OPT_LOG_FORMAT:
+                if (cli_parse_log_format(arg))
                         break;
                 return 0;
         case OPT_HELP:
