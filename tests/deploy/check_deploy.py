@@ -40,7 +40,6 @@ import re
 import subprocess
 import sys
 
-import yaml
 from kubernetes import client
 
 results = []
