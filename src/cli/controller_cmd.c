@@ -18,7 +18,6 @@
 #include "kube/client.h"
 #include "probe/probe_server.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -134,30 +133,6 @@ static bool is_ref(const char *text)
         return slash && slash != text && slash[1] && !strchr(slash + 1, '/');
 }
 
-/* Parses a lifetime ("90s", "30m", "8760h", or seconds) into *s, at least a minute. 0 or -1. */
-static int parse_lifetime(const char *text, unsigned long long *s)
-{
-        char *end;
-        unsigned long long v, scale = 1;
-
-        errno = 0;
-        if (*text < '0' || *text > '9')
-                return -1;
-        v = strtoull(text, &end, 10);
-        if (errno)
-                return -1;
-        if (!strcmp(end, "m"))
-                scale = 60;
-        else if (!strcmp(end, "h"))
-                scale = 3600;
-        else if (*end && strcmp(end, "s"))
-                return -1;
-        if (v > 1000ull * 365 * 86400 / scale || v * scale < 60)
-                return -1;
-        *s = v * scale;
-        return 0;
-}
-
 static int apply_option(void *ctx, int opt, const char *arg)
 {
         struct options *o = ctx;
@@ -217,8 +192,8 @@ static int apply_option(void *ctx, int opt, const char *arg)
                 return 0;
         case OPT_CERT_VALIDITY:
         case OPT_CA_VALIDITY:
-                if (parse_lifetime(arg, opt == OPT_CERT_VALIDITY ? &o->ctl.cert_validity_s
-                                                                 : &o->ctl.cert_ca_validity_s))
+                if (cli_parse_lifetime(arg, opt == OPT_CERT_VALIDITY ? &o->ctl.cert_validity_s
+                                                                     : &o->ctl.cert_ca_validity_s))
                         break;
                 return 0;
         case OPT_KUBECONFIG:

@@ -27,11 +27,21 @@ int cli_parse_number(const char *text, long long min, long long max, long long *
         return 0;
 }
 
-int cli_parse_duration(const char *text, unsigned *ms)
+/* A time unit: its suffix and how many of the caller's base units it is. */
+struct unit {
+        const char *suffix;
+        unsigned long long scale;
+};
+
+/*
+ * Parses a whole number followed by one of units' suffixes ("" for none) into *out, scaled to
+ * the base unit; at most max. 0 or -1 (no leading digit, an unknown suffix, or past max).
+ */
+static int parse_scaled(const char *text, const struct unit *units, size_t n,
+                        unsigned long long max, unsigned long long *out)
 {
         char *end;
         unsigned long long v;
-        unsigned long long scale = 1000;
 
         errno = 0;
         if (*text < '0' || *text > '9')
@@ -39,15 +49,37 @@ int cli_parse_duration(const char *text, unsigned *ms)
         v = strtoull(text, &end, 10);
         if (errno)
                 return -1;
-        if (!strcmp(end, "ms"))
-                scale = 1;
-        else if (!strcmp(end, "m"))
-                scale = 60000;
-        else if (*end && strcmp(end, "s"))
+        for (size_t i = 0; i < n; i++)
+                if (!strcmp(end, units[i].suffix)) {
+                        if (v > max / units[i].scale)
+                                return -1;
+                        *out = v * units[i].scale;
+                        return 0;
+                }
+        return -1;
+}
+
+int cli_parse_duration(const char *text, unsigned *ms)
+{
+        static const struct unit units[] = {{"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}};
+        unsigned long long v;
+
+        if (parse_scaled(text, units, sizeof(units) / sizeof(units[0]), UINT_MAX, &v))
                 return -1;
-        if (v > UINT_MAX / scale)
+        *ms = (unsigned)v;
+        return 0;
+}
+
+int cli_parse_lifetime(const char *text, unsigned long long *s)
+{
+        static const struct unit units[] = {{"", 1}, {"s", 1}, {"m", 60}, {"h", 3600}};
+        unsigned long long v;
+
+        if (parse_scaled(text, units, sizeof(units) / sizeof(units[0]), 1000ull * 365 * 86400,
+                         &v) ||
+            v < 60)
                 return -1;
-        *ms = (unsigned)(v * scale);
+        *s = v;
         return 0;
 }
 

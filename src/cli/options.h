@@ -36,6 +36,10 @@ int cli_parse_number(const char *text, long long min, long long max, long long *
 /* Parses "250ms", "2s", "1m" or a bare number of seconds into milliseconds; 0 or -1. */
 int cli_parse_duration(const char *text, unsigned *ms);
 
+/* Parses a lifetime ("90s", "30m", "8760h" or a bare number of seconds) into seconds: at least a
+ * minute, at most 1000 years. 0 or -1. */
+int cli_parse_lifetime(const char *text, unsigned long long *s);
+
 /* Seeds settings with the defaults, then their GPUSTACK_* variables. 0 or -1. */
 int cli_settings_from_env(const char *prog, struct tsr_settings *settings);
 
