@@ -6,7 +6,9 @@
  * A bad flag or an unusable backend is reported on stderr with exit status 2 before anything is
  * served. The device-plugin switches are read from their upstream environment variables
  * (GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET, GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE,
- * GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS; Go ParseBool, default true), then their flags.
+ * GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS; Go ParseBool, default true), then their flags. Slice
+ * isolation is tessera's own and has flags only (--slice-isolation, --vgpu-*): its install
+ * failing (the library missing) fails the start, exit status 2.
  */
 #include "cli/device_manager_cmd.h"
 
@@ -63,6 +65,15 @@ static void usage(FILE *f)
             "  --sliced-allocate-gate BOOL refuse a slice without a slot or units (default "
             "true)\n"
             "  --release-terminated BOOL  finished Pods stop charging (default true)\n"
+            "  --slice-isolation MODE     what a logical slice's container gets: preload (the\n"
+            "                             interposer through /etc/ld.so.preload), env (through\n"
+            "                             LD_PRELOAD) or off (nothing; default preload)\n"
+            "  --vgpu-library PATH        the interposer to install (default\n"
+            "                             " TSR_DM_VGPU_LIBRARY ")\n"
+            "  --vgpu-dir DIR             the host directory it is installed into, as mounted\n"
+            "                             here (default " TSR_DM_VGPU_DIR ")\n"
+            "  --vgpu-host-dir DIR        that directory as the host sees it (default: "
+            "--vgpu-dir)\n"
             "  --poll-interval DURATION   how often the node's Pods are listed (default 2s)\n"
             "  --reclaim-interval DURATION  the reclaim resync (default 60s)\n"
             "  --probe-port PORT          /healthz, /readyz and /metrics over HTTP (default\n"
@@ -86,6 +97,10 @@ enum {
         OPT_IDENTIFY,
         OPT_GATE,
         OPT_RELEASE,
+        OPT_ISOLATION,
+        OPT_VGPU_LIBRARY,
+        OPT_VGPU_DIR,
+        OPT_VGPU_HOST_DIR,
         OPT_POLL,
         OPT_RECLAIM,
         OPT_PROBE_PORT,
@@ -108,6 +123,10 @@ static const struct option long_options[] = {
     {"identify-by-kubelet", required_argument, NULL, OPT_IDENTIFY},
     {"sliced-allocate-gate", required_argument, NULL, OPT_GATE},
     {"release-terminated", required_argument, NULL, OPT_RELEASE},
+    {"slice-isolation", required_argument, NULL, OPT_ISOLATION},
+    {"vgpu-library", required_argument, NULL, OPT_VGPU_LIBRARY},
+    {"vgpu-dir", required_argument, NULL, OPT_VGPU_DIR},
+    {"vgpu-host-dir", required_argument, NULL, OPT_VGPU_HOST_DIR},
     {"poll-interval", required_argument, NULL, OPT_POLL},
     {"reclaim-interval", required_argument, NULL, OPT_RECLAIM},
     {"probe-port", required_argument, NULL, OPT_PROBE_PORT},
@@ -175,6 +194,25 @@ static int apply_option(void *ctx, int opt, const char *arg)
                 if (!tsr_parse_bool(arg, &o->dm.release_terminated))
                         break;
                 return 0;
+        case OPT_ISOLATION:
+                if (tsr_dm_isolation_parse_mode(arg, &o->dm.isolation))
+                        break;
+                return 0;
+        case OPT_VGPU_LIBRARY:
+                if (!*arg)
+                        break;
+                o->dm.vgpu_library = arg;
+                return 0;
+        case OPT_VGPU_DIR:
+                if (!*arg)
+                        break;
+                o->dm.vgpu_dir = arg;
+                return 0;
+        case OPT_VGPU_HOST_DIR:
+                if (*arg != '/')
+                        break;
+                o->dm.vgpu_host_dir = arg;
+                return 0;
         case OPT_POLL:
                 if (cli_parse_duration(arg, &ms) || ms < 100)
                         break;
@@ -223,6 +261,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         o->dm.podres_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
         o->dm.pods_dir = "/var/lib/kubelet/pods";
         o->probe_port = 8083;
+        o->dm.isolation = TSR_DM_ISOLATION_PRELOAD;
+        o->dm.vgpu_library = TSR_DM_VGPU_LIBRARY;
+        o->dm.vgpu_dir = TSR_DM_VGPU_DIR;
         if (switch_from_env("GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET",
                             &o->dm.identify_by_kubelet) ||
             switch_from_env("GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE", &o->dm.sliced_gate) ||

@@ -6,6 +6,7 @@
 #include "base/err.h"
 #include "codec/alloc_annotation.h"
 #include "codec/pod_spec.h"
+#include "core/pod_resources.h"
 #include "core/tokens.h"
 #include "deviceplugin/preferred.h"
 #include "mig/carve.h"
@@ -997,6 +998,39 @@ out:
         free(json);
 }
 
+/* Container name's .sliced.cores-percentage in pod: (0,100], 100 when it asks none (gate 1
+ * defaults it; a value past 100, which gate 1 refuses, reads as 100: no throttling). */
+static unsigned slice_cores(const struct tsr_dm_agent *a, json_t *pod, const char *name)
+{
+        struct tsr_pod_spec *spec = NULL;
+        char key[TSR_KEY_MAX];
+        int64_t v = 0;
+
+        if (!tsr_key_format(key, a->node.m, TSR_KEY_SLICED_CORES, NULL) &&
+            !tsr_pod_spec_new(pod, &spec, NULL))
+                for (size_t i = 0; i < spec->req.n; i++)
+                        if (!strcmp(spec->req.c[i].name, name))
+                                v = tsr_container_request(&spec->req.c[i], key, false);
+        free(spec);
+        return v > 0 && v < 100 ? (unsigned)v : 100;
+}
+
+/* A granted slice's isolation caps into out->slice (g: the grant, one accelerator). */
+static void slice_caps(const struct tsr_dm_agent *a, json_t *pod, const char *uid,
+                       const struct tsr_dp_grant *g, struct tsr_dm_answer *out)
+{
+        const struct tsr_accel_allocation *aa = &g->alloc.accels[0];
+        uint64_t mib = 0;
+
+        if (g->alloc.n && aa->index < a->node.n && aa->allocated > 0)
+                mib = (uint64_t)aa->allocated * a->caps[aa->index].product->vram_mib /
+                      TSR_UNITS_PER_ACCEL;
+        out->slice.granted = true;
+        out->slice.memory_mib = mib ? mib : 1; /* 0 would read as no limit */
+        out->slice.cores = slice_cores(a, pod, out->container);
+        snprintf(out->slice.uid, sizeof(out->slice.uid), "%s", uid);
+}
+
 void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char *const *ids,
                            size_t n_ids, struct tsr_dm_answer *out)
 {
@@ -1082,6 +1116,8 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 out->message[0] = '\0';
                 snprintf(out->visible, sizeof(out->visible), "%s",
                          g->visible[0] ? g->visible : "void");
+                if (f == TSR_FAMILY_SLICED)
+                        slice_caps(a, id.pod, uid, g, out);
         }
         if (granted && f != TSR_FAMILY_VISIBILITY) {
                 /* the device view the subscribers read: these Pods with the grant reserved, what

@@ -31,7 +31,8 @@
  * instance with its durable marker; visibility: the cards the Pod already holds, a partition as
  * its MIG device only, which tsr_mig_held reads back from its marker and checks live under the
  * lock, the sidecar refused FailedPrecondition -- never shown the GPU -- when that fails), and
- * reserve.
+ * reserve. A granted logical slice's answer also carries what its isolation caps (struct
+ * tsr_dm_slice: its memory from its units and the card's, the container's cores-percentage).
  * A visibility grant is reserved too (charging nothing, never written into the annotation, kept
  * until its Pod is gone), so its container is not named twice; and a visibility container is
  * named only in a Pod whose accelerator containers are all served (deviceplugin/identify.h), the
@@ -68,6 +69,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/diag.h"
 #include "core/capability.h"
@@ -131,6 +133,16 @@ struct tsr_dm_answer {
         const char *reason;
         bool carved;       /* a MIG instance was created for this grant */
         bool carve_failed; /* creating a MIG instance failed (the backend's error) */
+        /* A granted logical slice: what its runtime isolation caps (devicemanager/isolation.h).
+         * All zero for any other answer. */
+        struct tsr_dm_slice {
+                bool granted;        /* code is OK and the family is sliced */
+                uint64_t memory_mib; /* units / TSR_UNITS_PER_ACCEL x the accelerator's memory,
+                                      * rounded down (at least 1) */
+                unsigned cores;      /* the container's .sliced.cores-percentage, (0,100]; 100
+                                      * when it asks none */
+                char uid[128];       /* the Pod's UID */
+        } slice;
 };
 
 /*

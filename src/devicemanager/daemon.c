@@ -41,6 +41,7 @@ struct tsr_dm_daemon {
         struct tsr_dm_link *link;
         struct tsr_dm_metrics *metrics;
         struct tsr_dm_events *events;
+        struct tsr_dm_isolation isolation; /* what the plugins inject into a slice */
         pthread_t thread;
         bool thread_started;
         pthread_mutex_t mu;
@@ -334,6 +335,33 @@ static void recovered(struct tsr_dm_daemon *d, const struct tsr_mig_recovery *re
 
 /* ---- start and stop ------------------------------------------------------------------------- */
 
+/* Slice isolation: the interposer installed (unless off) and what the plugins inject. */
+static int install_isolation(struct tsr_dm_daemon *d, struct tsr_diag *diag)
+{
+        const char *lib = d->cfg.vgpu_library ? d->cfg.vgpu_library : TSR_DM_VGPU_LIBRARY;
+        const char *dir = d->cfg.vgpu_dir ? d->cfg.vgpu_dir : TSR_DM_VGPU_DIR;
+        const char *host = d->cfg.vgpu_host_dir ? d->cfg.vgpu_host_dir : dir;
+        char n[16];
+        unsigned written = 0;
+        int rc;
+
+        d->isolation.mode = d->cfg.isolation;
+        snprintf(d->isolation.host_dir, sizeof(d->isolation.host_dir), "%s", host);
+        if (d->cfg.isolation == TSR_DM_ISOLATION_OFF) {
+                tsr_log(TSR_LOG_INFO, "slice isolation off: logical slices are accounting only",
+                        NULL);
+                return 0;
+        }
+        rc = tsr_dm_isolation_install(lib, dir, &written, diag);
+        if (rc)
+                return rc;
+        snprintf(n, sizeof(n), "%u", written);
+        tsr_log(TSR_LOG_INFO, "slice isolation ready", "mode",
+                tsr_dm_isolation_mode_name(d->cfg.isolation), "library", lib, "dir", dir,
+                "host_dir", host, "files_written", n, NULL);
+        return 0;
+}
+
 static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
 {
         struct tsr_dm_agent_opts ao = {0};
@@ -346,6 +374,9 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
         d->metrics = tsr_dm_metrics_new();
         if (!d->metrics || tsr_dm_events_new(&eo, &d->events))
                 return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
+        rc = install_isolation(d, diag);
+        if (rc)
+                return rc;
         rc = tsr_nvml_detect(d->cfg.gpus.ops, d->cfg.gpus.be, d->caps, CAPS_MAX, &d->n_caps,
                              detect_note, d, diag);
         if (rc)
@@ -382,7 +413,8 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
         if (!rc && tsr_dm_agent_subscribe(d->agent, ledger_moved, d))
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
         for (size_t i = 0; !rc && i < TSR_DP_FAMILIES; i++) {
-                rc = tsr_dm_plugin_new(d->agent, tsr_dp_families[i], &d->plugins[d->n_plugins]);
+                rc = tsr_dm_plugin_new(d->agent, tsr_dp_families[i], &d->isolation,
+                                       &d->plugins[d->n_plugins]);
                 if (rc == TSR_EINVAL) /* a family the manufacturer does not serve */
                         rc = 0;
                 else if (!rc)

@@ -2,7 +2,9 @@
  * daemon.h - `tessera device-manager` as a library: one node's accelerators served to the
  * kubelet and kept true in the API server.
  *
- * Start: detect the GPUs once (re-detection is a restart: a MIG mode change applies then), run
+ * Start: unless slice isolation is off, install the slice interposer into its host directory
+ * (refusing to start, naming the path, when the library cannot be read or written); detect the
+ * GPUs once (re-detection is a restart: a MIG mode change applies then), run
  * MIG recovery (it only logs), build the agent over the detected capability, one plugin per
  * family, and the kubelet link. Then a reconcile thread, every poll interval: lists the Pods
  * bound to the node (the API server's fieldSelector spec.nodeName); when they changed, tells the
@@ -27,6 +29,7 @@
 #include <stddef.h>
 
 #include "base/diag.h"
+#include "devicemanager/isolation.h"
 #include "kube/client.h"
 #include "mig/node.h"
 
@@ -43,8 +46,15 @@ struct tsr_dm_daemon_config {
         bool identify_by_kubelet; /* GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET */
         bool sliced_gate;         /* GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE */
         bool release_terminated;  /* GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS */
-        unsigned poll_ms;         /* Pods poll: 2000 */
-        unsigned reclaim_ms;      /* reclaim resync: 60000 */
+        /* Logical slices' isolation (devicemanager/isolation.h): the mode, the library to
+         * install, the install directory as the daemon sees it and as the host does (NULL: the
+         * same). Unless off, start installs the library first and fails when it cannot. */
+        enum tsr_dm_isolation_mode isolation;
+        const char *vgpu_library; /* TSR_DM_VGPU_LIBRARY */
+        const char *vgpu_dir;     /* TSR_DM_VGPU_DIR */
+        const char *vgpu_host_dir;
+        unsigned poll_ms;    /* Pods poll: 2000 */
+        unsigned reclaim_ms; /* reclaim resync: 60000 */
 };
 
 /* Starts the daemon. Returns 0 and *out, or an error with diag (nothing left running). */

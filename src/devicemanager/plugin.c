@@ -24,6 +24,7 @@ struct watch {
 struct tsr_dm_plugin {
         struct tsr_dm_agent *agent;
         enum tsr_family family;
+        struct tsr_dm_isolation isolation; /* what a slice's container gets (read-only) */
         char resource[TSR_KEY_MAX];
         struct tsr_grpc_method methods[5];
         struct tsr_grpc_service_table table;
@@ -336,16 +337,56 @@ static int preferred(void *user, const uint8_t *req, size_t len, struct tsr_buf 
 
 /* ---- Allocate ------------------------------------------------------------------------------ */
 
+/* One container's response: NVIDIA_VISIBLE_DEVICES, then what its isolation injects. */
+struct container_out {
+        struct tsr_dm_answer answer;
+        struct tsr_dm_injection inj;
+        V1beta1__ContainerAllocateResponse cr;
+        V1beta1__ContainerAllocateResponse__EnvsEntry env[1 + TSR_DM_INJECT_ENVS_MAX];
+        V1beta1__ContainerAllocateResponse__EnvsEntry *envp[1 + TSR_DM_INJECT_ENVS_MAX];
+        V1beta1__Mount mount[TSR_DM_INJECT_MOUNTS_MAX];
+        V1beta1__Mount *mountp[TSR_DM_INJECT_MOUNTS_MAX];
+};
+
+/* Fills o->cr from o->answer (granted) and o->inj; the strings stay o's. */
+static void container_response(struct container_out *o)
+{
+        static char visible_key[] = VISIBLE_ENV;
+        size_t n = 0;
+
+        v1beta1__container_allocate_response__init(&o->cr);
+        v1beta1__container_allocate_response__envs_entry__init(&o->env[n]);
+        o->env[n].key = visible_key;
+        o->env[n].value = o->answer.visible;
+        o->envp[n] = &o->env[n];
+        n++;
+        for (size_t k = 0; k < o->inj.n_envs; k++, n++) {
+                v1beta1__container_allocate_response__envs_entry__init(&o->env[n]);
+                o->env[n].key = o->inj.envs[k].key;
+                o->env[n].value = o->inj.envs[k].value;
+                o->envp[n] = &o->env[n];
+        }
+        o->cr.n_envs = n;
+        o->cr.envs = o->envp;
+        for (size_t k = 0; k < o->inj.n_mounts; k++) {
+                v1beta1__mount__init(&o->mount[k]);
+                o->mount[k].container_path = o->inj.mounts[k].container_path;
+                o->mount[k].host_path = o->inj.mounts[k].host_path;
+                o->mount[k].read_only = 1;
+                o->mountp[k] = &o->mount[k];
+        }
+        o->cr.n_mounts = o->inj.n_mounts;
+        o->cr.mounts = o->inj.n_mounts ? o->mountp : NULL;
+}
+
 static int allocate(void *user, const uint8_t *req, size_t len, struct tsr_buf *resp,
                     struct tsr_grpc_status *st)
 {
-        static char env_key[] = VISIBLE_ENV;
         struct tsr_dm_plugin *p = user;
         V1beta1__AllocateRequest *in = v1beta1__allocate_request__unpack(NULL, len, req);
         V1beta1__AllocateResponse out;
-        V1beta1__ContainerAllocateResponse *cr = NULL, **crp = NULL;
-        V1beta1__ContainerAllocateResponse__EnvsEntry *env = NULL, **envp = NULL;
-        struct tsr_dm_answer *answers = NULL;
+        V1beta1__ContainerAllocateResponse **crp = NULL;
+        struct container_out *co = NULL;
         size_t n_in;
         int rc = 0;
 
@@ -354,19 +395,16 @@ static int allocate(void *user, const uint8_t *req, size_t len, struct tsr_buf *
                 return 0;
         }
         n_in = in->n_container_requests;
-        cr = calloc(n_in ? n_in : 1, sizeof(*cr));
+        co = calloc(n_in ? n_in : 1, sizeof(*co));
         crp = calloc(n_in ? n_in : 1, sizeof(*crp));
-        env = calloc(n_in ? n_in : 1, sizeof(*env));
-        envp = calloc(n_in ? n_in : 1, sizeof(*envp));
-        answers = calloc(n_in ? n_in : 1, sizeof(*answers));
-        if (!cr || !crp || !env || !envp || !answers) {
+        if (!co || !crp) {
                 rc = TSR_ENOMEM;
                 goto out;
         }
         v1beta1__allocate_response__init(&out);
         for (size_t i = 0; i < n_in; i++) {
                 V1beta1__ContainerAllocateRequest *c = in->container_requests[i];
-                struct tsr_dm_answer *a = &answers[i];
+                struct tsr_dm_answer *a = &co[i].answer;
 
                 tsr_dm_agent_allocate(p->agent, p->family, (const char *const *)c->devices_ids,
                                       c->n_devices_ids, a);
@@ -374,37 +412,33 @@ static int allocate(void *user, const uint8_t *req, size_t len, struct tsr_buf *
                         set_status(st, (int)a->code, a->message);
                         goto out;
                 }
-                v1beta1__container_allocate_response__init(&cr[i]);
-                v1beta1__container_allocate_response__envs_entry__init(&env[i]);
-                env[i].key = env_key;
-                env[i].value = a->visible;
-                envp[i] = &env[i];
-                cr[i].n_envs = 1;
-                cr[i].envs = &envp[i];
-                crp[i] = &cr[i];
+                tsr_dm_isolation_inject(&p->isolation, a, &co[i].inj);
+                container_response(&co[i]);
+                crp[i] = &co[i].cr;
         }
         out.n_container_responses = n_in;
         out.container_responses = crp;
         rc = packed(&out.base, resp);
 out:
-        free(cr);
+        free(co);
         free(crp);
-        free(env);
-        free(envp);
-        free(answers);
         v1beta1__allocate_request__free_unpacked(in, NULL);
         return rc;
 }
 
 /* ---- the plugin ----------------------------------------------------------------------------- */
 
-int tsr_dm_plugin_new(struct tsr_dm_agent *agent, enum tsr_family f, struct tsr_dm_plugin **out)
+int tsr_dm_plugin_new(struct tsr_dm_agent *agent, enum tsr_family f,
+                      const struct tsr_dm_isolation *iso, struct tsr_dm_plugin **out)
 {
         struct tsr_dm_plugin *p = calloc(1, sizeof(*p));
         int rc;
 
         if (!p)
                 return TSR_ENOMEM;
+        p->isolation.mode = TSR_DM_ISOLATION_OFF;
+        if (iso)
+                p->isolation = *iso;
         rc = tsr_dp_resource_name(tsr_dm_agent_node(agent), f, p->resource);
         if (rc) {
                 free(p);

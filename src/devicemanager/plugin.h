@@ -12,8 +12,10 @@
  * every container request of the call or fails the whole call with the first refusal's status
  * (FailedPrecondition for a refusal, InvalidArgument for a token that is not this node's);
  * a granted container gets NVIDIA_VISIBLE_DEVICES (the cards, or only the MIG device of a
- * partition). Options: preferred allocation available, no pre-start hook (PreStartContainer still
- * answers, empty).
+ * partition), and a logical slice's container also what its isolation injects, read-only mounts
+ * and the environment that caps it (devicemanager/isolation.h; nothing for the other families or
+ * with isolation off). Options: preferred allocation available, no pre-start hook
+ * (PreStartContainer still answers, empty).
  *
  * Threads: the service table's handlers run on the transport's connection threads; the agent's
  * change notifications arrive on any thread; the plugin's stream list, its kept list and shape
@@ -27,13 +29,16 @@
 
 #include "core/keys.h"
 #include "devicemanager/agent.h"
+#include "devicemanager/isolation.h"
 #include "grpc/server.h"
 
 struct tsr_dm_plugin;
 
-/* Creates family f's plugin over agent. Returns 0 and *out, TSR_EINVAL (a family the node's
- * manufacturer does not serve) or TSR_ENOMEM. */
-int tsr_dm_plugin_new(struct tsr_dm_agent *agent, enum tsr_family f, struct tsr_dm_plugin **out);
+/* Creates family f's plugin over agent, its slices isolated as iso says (copied; NULL: off).
+ * Returns 0 and *out, TSR_EINVAL (a family the node's manufacturer does not serve) or
+ * TSR_ENOMEM. */
+int tsr_dm_plugin_new(struct tsr_dm_agent *agent, enum tsr_family f,
+                      const struct tsr_dm_isolation *iso, struct tsr_dm_plugin **out);
 
 void tsr_dm_plugin_free(struct tsr_dm_plugin *p);
 

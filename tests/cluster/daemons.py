@@ -113,16 +113,31 @@ def register_webhooks(cp, port):
     return docs
 
 
+# Slice isolation as the suites run it: the interposer is a stand-in (Allocate never loads it),
+# node.dir/vgpu-library.so, installed into node.dir/vgpu, which the mounts name by VGPU_HOST_DIR,
+# the chart's hostPath.
+VGPU_STAND_IN = b"\x7fELF tessera-vgpu stand-in for the cluster suites\n"
+VGPU_HOST_DIR = "/usr/local/tessera/vgpu"
+
+
 class DeviceManager(Daemon):
     """`tessera device-manager` on node (a KubeletNode) with fake GPUs (--fake SPEC), its state in
-    node.dir/gpus.json."""
+    node.dir/gpus.json, slice isolation on (preload) with the stand-in interposer installed into
+    node.dir/vgpu (self.vgpu_dir); extra flags come last and win."""
 
     def __init__(self, tessera, cp, node, fake, extra=(), kubeconfig=None):
         podres = node.podres_socket
+        self.vgpu_library = os.path.join(node.dir, "vgpu-library.so")
+        self.vgpu_dir = os.path.join(node.dir, "vgpu")
+        if not os.path.exists(self.vgpu_library):
+            with open(self.vgpu_library, "wb") as f:
+                f.write(VGPU_STAND_IN)
         super().__init__([tessera, "device-manager", "--node-name", node.name,
                           "--plugin-dir", node.plugin_dir, "--pod-resources-socket", podres,
                           "--pods-dir", node.pods_dir, "--fake", fake,
                           "--fake-state", os.path.join(node.dir, "gpus.json"),
+                          "--vgpu-library", self.vgpu_library, "--vgpu-dir", self.vgpu_dir,
+                          "--vgpu-host-dir", VGPU_HOST_DIR,
                           "--kubeconfig", kubeconfig or cp.kubeconfig,
                           "--poll-interval", "200ms", "--reclaim-interval", "300ms",
                           "--probe-port", "0", "--probe-bind", "127.0.0.1",

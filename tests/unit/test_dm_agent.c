@@ -36,6 +36,12 @@
  *               (Unhealthy) and heals once removed; a new stream starts with the current list;
  *               after every step the device view equals tsr_dm_agent_devices' fresh lists;
  *               GetPreferredAllocation reads the Pods once;
+ *   isolation   Allocate over gRPC through plugins with slice isolation: a slice (30 % of the
+ *               units, cores-percentage 30) gets the interposer and /etc/ld.so.preload mounted
+ *               read-only from the host directory, CUDA_DEVICE_MEMORY_LIMIT 24576m,
+ *               CUDA_DEVICE_SM_LIMIT 30 and a budget file named by its Pod and container; env
+ *               mode: LD_PRELOAD and the library only; off: nothing; a whole card, a share and a
+ *               MIG partition: NVIDIA_VISIBLE_DEVICES alone;
  *   concurrent  WORKERS threads create Pods of random families (seeded per thread) and Allocate
  *               tokens of random cards, so claims collide; one thread deletes random granted Pods
  *               and runs reclaim and sync; one checker reads the ledger, every family's device
@@ -68,6 +74,7 @@
 #include "core/tokens.h"
 #include "deviceplugin/v1beta1/api.pb-c.h"
 #include "devicemanager/agent.h"
+#include "devicemanager/isolation.h"
 #include "devicemanager/plugin.h"
 #include "grpc/unix_client.h"
 #include "grpc/unix_server.h"
@@ -648,7 +655,7 @@ static void serve(struct served *sv, const char *dir, enum tsr_family f)
 
         tsr_diag_clear(&d);
         snprintf(sv->socket, sizeof(sv->socket), "%s/%s.sock", dir, tsr_family_name(f));
-        assert_int_equal(tsr_dm_plugin_new(N.agent, f, &sv->plugin), 0);
+        assert_int_equal(tsr_dm_plugin_new(N.agent, f, NULL, &sv->plugin), 0);
         assert_int_equal(tsr_grpc_unix_server_start(sv->socket, tsr_dm_plugin_table(sv->plugin),
                                                     sv->plugin, &sv->server, &d),
                          0);
@@ -854,6 +861,170 @@ static void test_streams(void **state)
 
         for (int i = 0; i < SERVED; i++) {
                 tsr_grpc_unix_stream_close(sv[i].stream);
+                tsr_grpc_unix_server_stop(sv[i].server);
+                tsr_dm_plugin_free(sv[i].plugin);
+        }
+        rmdir(dir);
+}
+
+/* ---- slice isolation through Allocate -------------------------------------------------------- */
+
+#define ALLOCATE "/v1beta1.DevicePlugin/Allocate"
+#define HOST_DIR "/host/tessera/vgpu"
+
+/* Family f's plugin with isolation mode (host directory HOST_DIR) served at dir/name.sock. */
+static void serve_isolated(struct served *sv, const char *dir, const char *name, enum tsr_family f,
+                           enum tsr_dm_isolation_mode mode)
+{
+        struct tsr_dm_isolation iso = {.mode = mode, .host_dir = HOST_DIR};
+        struct tsr_diag d;
+
+        tsr_diag_clear(&d);
+        snprintf(sv->socket, sizeof(sv->socket), "%s/%s.sock", dir, name);
+        assert_int_equal(tsr_dm_plugin_new(N.agent, f, &iso, &sv->plugin), 0);
+        assert_int_equal(tsr_grpc_unix_server_start(sv->socket, tsr_dm_plugin_table(sv->plugin),
+                                                    sv->plugin, &sv->server, &d),
+                         0);
+        sv->stream = NULL;
+}
+
+/* Allocate of id for one container through sv's socket: the container's response (unpacked). */
+static V1beta1__AllocateResponse *allocate_rpc(const struct served *sv, const char *id)
+{
+        V1beta1__ContainerAllocateRequest c = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT, *cp = &c;
+        V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+        V1beta1__AllocateResponse *r;
+        struct tsr_grpc_status st = {0};
+        char *ids[1] = {(char *)(uintptr_t)id};
+        struct tsr_buf out;
+        uint8_t buf[1024];
+        size_t len;
+
+        c.n_devices_ids = 1;
+        c.devices_ids = ids;
+        req.n_container_requests = 1;
+        req.container_requests = &cp;
+        len = v1beta1__allocate_request__pack(&req, buf);
+        tsr_buf_init(&out);
+        assert_int_equal(tsr_grpc_unix_call(sv->socket, ALLOCATE, buf, len, 5000, &out, &st), 0);
+        assert_int_equal(st.code, 0);
+        r = v1beta1__allocate_response__unpack(NULL, out.len, (const uint8_t *)out.ptr);
+        tsr_buf_release(&out);
+        assert_non_null(r);
+        assert_int_equal(r->n_container_responses, 1);
+        return r;
+}
+
+/* The value of env key in r's container, or NULL. */
+static const char *env_of(const V1beta1__AllocateResponse *r, const char *key)
+{
+        const V1beta1__ContainerAllocateResponse *c = r->container_responses[0];
+
+        for (size_t i = 0; i < c->n_envs; i++)
+                if (!strcmp(c->envs[i]->key, key))
+                        return c->envs[i]->value;
+        return NULL;
+}
+
+/* Checks r's container got exactly NVIDIA_VISIBLE_DEVICES=visible, no mount: no isolation. */
+static void expect_bare(V1beta1__AllocateResponse *r, const char *visible_prefix)
+{
+        const V1beta1__ContainerAllocateResponse *c = r->container_responses[0];
+
+        assert_int_equal(c->n_envs, 1);
+        assert_non_null(env_of(r, "NVIDIA_VISIBLE_DEVICES"));
+        assert_true(
+            !strncmp(env_of(r, "NVIDIA_VISIBLE_DEVICES"), visible_prefix, strlen(visible_prefix)));
+        assert_int_equal(c->n_mounts, 0);
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+}
+
+/* Checks mount k of r's container: host_path onto container_path, read-only. */
+static void expect_mount(const V1beta1__AllocateResponse *r, size_t k, const char *host,
+                         const char *container)
+{
+        const V1beta1__Mount *m = r->container_responses[0]->mounts[k];
+
+        assert_string_equal(m->host_path, host);
+        assert_string_equal(m->container_path, container);
+        assert_true(m->read_only);
+}
+
+/*
+ * The gRPC Allocate of every family through plugins with slice isolation: a logical slice (30 %
+ * of an H100 80GB's units, cores-percentage 30) gets the library and /etc/ld.so.preload mounted
+ * read-only from the host directory, its memory (24576m), its cores (30) and a budget file of its
+ * own; in env mode LD_PRELOAD and the library only (a slice asking no cores: 100); with isolation
+ * off nothing. A whole card, a share and a MIG partition get NVIDIA_VISIBLE_DEVICES alone.
+ */
+static void test_slice_isolation(void **state)
+{
+        enum { EX, SH, SL, MIG, SL_ENV, SL_OFF, SERVED };
+        struct served sv[SERVED];
+        char dir[] = "/tmp/tsr-dm-iso.XXXXXX", t[TSR_TOKEN_ID_MAX];
+        const unsigned g = N.bound[2];
+        V1beta1__AllocateResponse *r;
+        struct tsr_dp_device *list;
+        json_t *limits;
+        size_t n;
+
+        (void)state;
+        assert_non_null(mkdtemp(dir));
+        serve_isolated(&sv[EX], dir, "ex", TSR_FAMILY_EXCLUSIVE, TSR_DM_ISOLATION_PRELOAD);
+        serve_isolated(&sv[SH], dir, "sh", TSR_FAMILY_SHARED, TSR_DM_ISOLATION_PRELOAD);
+        serve_isolated(&sv[SL], dir, "sl", TSR_FAMILY_SLICED, TSR_DM_ISOLATION_PRELOAD);
+        serve_isolated(&sv[MIG], dir, "mig", TSR_FAMILY_PARTITIONED, TSR_DM_ISOLATION_PRELOAD);
+        serve_isolated(&sv[SL_ENV], dir, "sl-env", TSR_FAMILY_SLICED, TSR_DM_ISOLATION_ENV);
+        serve_isolated(&sv[SL_OFF], dir, "sl-off", TSR_FAMILY_SLICED, TSR_DM_ISOLATION_OFF);
+
+        limits = limits_of(TSR_FAMILY_SLICED, 1, NULL, 480000);
+        json_object_set_new(limits, "nvidia.com/gpu.sliced.cores-percentage", json_string("30"));
+        add_pod(&N, "sl", TSR_FAMILY_SLICED, limits, "Pending");
+        r = allocate_rpc(&sv[SL], token(t, TSR_FAMILY_SLICED, g, 0));
+        assert_string_equal(env_of(r, "NVIDIA_VISIBLE_DEVICES"), N.caps[g].uuid);
+        assert_string_equal(env_of(r, "CUDA_DEVICE_MEMORY_LIMIT"), "24576m");
+        assert_string_equal(env_of(r, "CUDA_DEVICE_SM_LIMIT"), "30");
+        assert_string_equal(env_of(r, "CUDA_DEVICE_MEMORY_SHARED_CACHE"),
+                            "/tmp/tessera-vgpu-uid-sl-main.cache");
+        assert_null(env_of(r, "LD_PRELOAD"));
+        assert_int_equal(r->container_responses[0]->n_envs, 4);
+        assert_int_equal(r->container_responses[0]->n_mounts, 2);
+        expect_mount(r, 0, HOST_DIR "/libtessera-vgpu.so",
+                     "/usr/local/tessera/vgpu/libtessera-vgpu.so");
+        expect_mount(r, 1, HOST_DIR "/ld.so.preload", "/etc/ld.so.preload");
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+
+        add_pod(&N, "sl-env", TSR_FAMILY_SLICED, limits_of(TSR_FAMILY_SLICED, 1, NULL, 160000),
+                "Pending");
+        r = allocate_rpc(&sv[SL_ENV], token(t, TSR_FAMILY_SLICED, g, 1));
+        assert_string_equal(env_of(r, "LD_PRELOAD"), "/usr/local/tessera/vgpu/libtessera-vgpu.so");
+        assert_string_equal(env_of(r, "CUDA_DEVICE_MEMORY_LIMIT"), "8192m");
+        assert_string_equal(env_of(r, "CUDA_DEVICE_SM_LIMIT"), "100");
+        assert_string_equal(env_of(r, "CUDA_DEVICE_MEMORY_SHARED_CACHE"),
+                            "/tmp/tessera-vgpu-uid-sl-env-main.cache");
+        assert_int_equal(r->container_responses[0]->n_mounts, 1);
+        expect_mount(r, 0, HOST_DIR "/libtessera-vgpu.so",
+                     "/usr/local/tessera/vgpu/libtessera-vgpu.so");
+        v1beta1__allocate_response__free_unpacked(r, NULL);
+
+        add_pod(&N, "sl-off", TSR_FAMILY_SLICED, limits_of(TSR_FAMILY_SLICED, 1, NULL, 160000),
+                "Pending");
+        expect_bare(allocate_rpc(&sv[SL_OFF], token(t, TSR_FAMILY_SLICED, g, 2)), "GPU-");
+
+        add_pod(&N, "ex", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+        expect_bare(allocate_rpc(&sv[EX], token(t, TSR_FAMILY_EXCLUSIVE, N.bound[0], 0)), "GPU-");
+        add_pod(&N, "sh", TSR_FAMILY_SHARED, limits_of(TSR_FAMILY_SHARED, 1, NULL, 0), "Pending");
+        expect_bare(allocate_rpc(&sv[SH], token(t, TSR_FAMILY_SHARED, N.bound[1], 0)), "GPU-");
+        add_pod(&N, "mig", TSR_FAMILY_PARTITIONED,
+                limits_of(TSR_FAMILY_PARTITIONED, 1, "1g.10gb", 200000), "Pending");
+        assert_int_equal(tsr_dm_agent_devices(N.agent, TSR_FAMILY_PARTITIONED, &list, &n), 0);
+        assert_true(n > 0);
+        r = allocate_rpc(&sv[MIG], list[0].id);
+        free(list);
+        expect_bare(r, "MIG-");
+
+        for (int i = 0; i < SERVED; i++) {
                 tsr_grpc_unix_server_stop(sv[i].server);
                 tsr_dm_plugin_free(sv[i].plugin);
         }
@@ -2191,6 +2362,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_annotation_overlapping, setup, teardown),
             cmocka_unit_test_setup_teardown(test_annotation_held_back_reuse, setup, teardown),
             cmocka_unit_test_setup_teardown(test_streams, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_slice_isolation, setup, teardown),
             cmocka_unit_test_setup_teardown(test_concurrent_allocate, setup, teardown),
         };
 
