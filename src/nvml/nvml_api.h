@@ -5,7 +5,8 @@
  * functions are declared under their exported (versioned) symbol names, which is what dlsym
  * resolves: nvml.c only takes their types, and tests/support/fake_libnvml.c defines them.
  *
- * Only what tessera calls is here; add a declaration together with its first caller.
+ * Only what tessera calls is here (nvml.c and the slice interposer, src/vgpu/); add a declaration
+ * together with its first caller.
  */
 #ifndef TSR_NVML_NVML_API_H
 #define TSR_NVML_NVML_API_H
@@ -125,6 +126,36 @@ typedef struct { /* 24 bytes */
         unsigned long long used;
 } nvmlMemory_t;
 
+typedef struct {              /* 40 bytes */
+        unsigned int version; /* nvmlMemory_v2 */
+        unsigned long long total;
+        unsigned long long reserved;
+        unsigned long long free;
+        unsigned long long used;
+} nvmlMemory_v2_t;
+#define nvmlMemory_v2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
+
+typedef struct {
+        unsigned int gpu;    /* percent of the sample period a kernel ran */
+        unsigned int memory; /* percent of it device memory was read or written */
+} nvmlUtilization_t;
+
+typedef struct {
+        unsigned int pid;
+        unsigned long long timeStamp; /* CPU timestamp, microseconds */
+        unsigned int smUtil;
+        unsigned int memUtil;
+        unsigned int encUtil;
+        unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+typedef struct { /* nvmlProcessInfo_v2_t, what the _v3 process queries fill */
+        unsigned int pid;
+        unsigned long long usedGpuMemory;
+        unsigned int gpuInstanceId;
+        unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlShutdown(void);
 const char *nvmlErrorString(nvmlReturn_t result);
@@ -135,6 +166,15 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int len
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
 nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index);
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos);
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
                                   unsigned int *pendingMode);
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
@@ -169,7 +209,8 @@ nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance
                                            nvmlComputeInstanceInfo_t *info);
 nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance);
 
-/* Every symbol nvml.c resolves with dlsym, as X(name): one row per function declared above. */
+/* Every symbol nvml.c resolves with dlsym, as X(name) (the slice interposer resolves its own
+ * list, vgpu/hooks.h). */
 #define TSR_NVML_SYMBOLS(X)                                                                        \
         X(nvmlInit_v2)                                                                             \
         X(nvmlShutdown)                                                                            \

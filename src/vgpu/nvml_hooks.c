@@ -1,0 +1,61 @@
+/*
+ * nvml_hooks.c - NVML's memory report seen from inside the slice: total is the slice's limit,
+ * used what the container's processes hold (the shared budget), free the rest, on the device whose
+ * NVML index is the limit's CUDA ordinal (one visible GPU per slice: both are 0). Devices without
+ * a limit, and processes without control, see the driver's figures.
+ */
+#include "vgpu/hooks.h"
+#include "vgpu/state.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* The slice's limit and use for NVML device h; false when the driver's figures stand. */
+static bool slice_of(const struct tsr_vgpu_state *s, nvmlDevice_t h, uint64_t *limit,
+                     uint64_t *used)
+{
+        unsigned index;
+
+        if (!s->control || !tsr_vgpu_real.nvmlDeviceGetIndex ||
+            tsr_vgpu_real.nvmlDeviceGetIndex(h, &index) != NVML_SUCCESS ||
+            index >= TSR_VGPU_DEVICES_MAX || !(*limit = tsr_vgpu_limit(s, (int)index)))
+                return false;
+        *used = tsr_vgpu_region_used(s->region, (int)index);
+        return true;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+        const struct tsr_vgpu_state *s = tsr_vgpu_nvml();
+        uint64_t limit, used;
+        nvmlReturn_t rc;
+
+        if (!tsr_vgpu_real.nvmlDeviceGetMemoryInfo)
+                return NVML_ERROR_FUNCTION_NOT_FOUND;
+        rc = tsr_vgpu_real.nvmlDeviceGetMemoryInfo(device, memory);
+        if (rc == NVML_SUCCESS && memory && slice_of(s, device, &limit, &used) &&
+            memory->total > limit) {
+                memory->total = limit;
+                memory->used = used < limit ? used : limit;
+                memory->free = limit - memory->used;
+        }
+        return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+        const struct tsr_vgpu_state *s = tsr_vgpu_nvml();
+        uint64_t limit, used;
+        nvmlReturn_t rc;
+
+        if (!tsr_vgpu_real.nvmlDeviceGetMemoryInfo_v2)
+                return NVML_ERROR_FUNCTION_NOT_FOUND;
+        rc = tsr_vgpu_real.nvmlDeviceGetMemoryInfo_v2(device, memory);
+        if (rc == NVML_SUCCESS && memory && slice_of(s, device, &limit, &used) &&
+            memory->total > limit) {
+                memory->total = limit;
+                memory->reserved = 0;
+                memory->used = used < limit ? used : limit;
+                memory->free = limit - memory->used;
+        }
+        return rc;
+}

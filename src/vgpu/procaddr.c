@@ -1,0 +1,105 @@
+/*
+ * procaddr.c - how programs reach the driver without naming its symbols: dlsym on the driver's
+ * handle (what the CUDA runtime does first) and cuGetProcAddress (how it gets everything else).
+ *
+ * dlsym: a hooked name found in the driver's own library (libcuda.so*, libnvidia-ml.so*) answers
+ * the hook; everything else is libc's answer. RTLD_NEXT is caller-relative, and a call made from
+ * here would be relative to this library, so it is resolved as libc would for the caller: the
+ * first object after the caller's in the link map that defines the name itself.
+ * cuGetProcAddress (both versions): the driver answers; an address that is a hooked entry point
+ * is replaced by its hook (hooks.h), so a version the interposer does not know passes through.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "vgpu/hooks.h"
+#include "vgpu/state.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* Whether addr lies in a library whose file name starts with prefix. */
+static bool in_library(const void *addr, const char *prefix)
+{
+        Dl_info info;
+        const char *base;
+
+        if (!dladdr(addr, &info) || !info.dli_fname)
+                return false;
+        base = strrchr(info.dli_fname, '/');
+        base = base ? base + 1 : info.dli_fname;
+        return !strncmp(base, prefix, strlen(prefix));
+}
+
+/* RTLD_NEXT for caller: the first later object in the link map defining name itself. */
+static void *next_after(const void *caller, const char *name)
+{
+        struct link_map *self = NULL;
+        Dl_info info;
+
+        if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+                return NULL;
+        for (struct link_map *l = self->l_next; l; l = l->l_next) {
+                struct link_map *found = NULL;
+                Dl_info where;
+                void *handle, *sym;
+
+                if (!l->l_name || !l->l_name[0])
+                        continue;
+                handle = dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD);
+                if (!handle)
+                        continue;
+                sym = tsr_vgpu_real_dlsym(handle, name);
+                dlclose(handle);
+                if (sym && dladdr1(sym, &where, (void **)&found, RTLD_DL_LINKMAP) && found == l)
+                        return sym;
+        }
+        return NULL;
+}
+
+EXPORT void *dlsym(void *restrict handle, const char *restrict name)
+{
+        void *sym = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), name)
+                                        : tsr_vgpu_real_dlsym(handle, name);
+
+        if (sym && tsr_vgpu_is_hooked_name(name) &&
+            in_library(sym, strncmp(name, "nvml", 4) ? "libcuda.so" : "libnvidia-ml.so"))
+                return tsr_vgpu_hook_named(name);
+        return sym;
+}
+
+static void map_to_hook(void **pfn)
+{
+        void *hook;
+
+        if (pfn && *pfn && (hook = tsr_vgpu_hook_for_real(*pfn)))
+                *pfn = hook;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags)
+{
+        CUresult rc;
+
+        tsr_vgpu_cuda();
+        if (!tsr_vgpu_real.cuGetProcAddress)
+                return CUDA_ERROR_NOT_SUPPORTED;
+        rc = tsr_vgpu_real.cuGetProcAddress(symbol, pfn, cuda_version, flags);
+        if (rc == CUDA_SUCCESS)
+                map_to_hook(pfn);
+        return rc;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+        CUresult rc;
+
+        tsr_vgpu_cuda();
+        if (!tsr_vgpu_real.cuGetProcAddress_v2)
+                return CUDA_ERROR_NOT_SUPPORTED;
+        rc = tsr_vgpu_real.cuGetProcAddress_v2(symbol, pfn, cuda_version, flags, status);
+        if (rc == CUDA_SUCCESS)
+                map_to_hook(pfn);
+        return rc;
+}
