@@ -15,14 +15,18 @@ token) holding only the chart's ClusterRole for it, bound by the chart's Cluster
 talks to the API server through a recording TLS proxy, so every request it makes is seen with the server's answer and warnings (an unknown field, i.e. one the schema
 prunes, draws a warning).
 
-Checked, in order: the identity (it may do what the ClusterRole grants and nothing else); every
+Checked, in order: the identity (it may do what the ClusterRole grants and nothing else); a start
+without the interposer library failing (exit 2, naming it, nothing installed); the interposer
+installed into the host directory at start (the suites' stand-in, daemons.py); every
 family's plugin registers (exclusive, shared, sliced, partitioned, visibility) and lists its tokens
 with their health; the node's Devices object (the upstream shape, its status ledger through the
 status subresource) and fit labels are published, and its counting keys reach the Node's
 capacity and allocatable; Allocate of every family through the kubelet's preferred-allocation
 path, with the container named by pod-resources (the grpc-js kubelet serves none: there the
 device manager names it by the node's pending Pods), the env the container gets and the
-allocation annotation recorded on the Pod; health moving on ListAndWatch when a card is taken in
+allocation annotation recorded on the Pod; a logical slice's container given the interposer
+(the library and /etc/ld.so.preload mounted read-only from the host directory, its memory, cores
+and budget file in the environment), every other family's NVIDIA_VISIBLE_DEVICES alone; health moving on ListAndWatch when a card is taken in
 another mode; the refusals (a card held in another mode, FailedPrecondition; a token of another
 node, InvalidArgument); the MIG partition carved with its ownership marker on disk; a kubelet
 restart (sockets deleted) followed by re-registration, one restart of the servers, and a slow
@@ -32,7 +36,9 @@ delete, then the kubelet's final one), then its instance and marker reclaimed af
 an SSH Pod's sidecar shown exactly its main's MIG device, and refused (shown nothing) once
 that partition's marker is gone from disk; a device manager restart (SIGTERM exits 0 and removes
 its sockets) that re-registers and reuses a live partition's instance for the same container
-(without pod-resources: refuses to guess it, FailedPrecondition); every request it made
+(without pod-resources: refuses to guess it, FailedPrecondition), its --slice-isolation env
+rewriting no installed file and giving a slice LD_PRELOAD instead of the /etc/ld.so.preload
+mount; every request it made
 answered 2xx (its missing Devices object's 404 aside) with no warning, the Devices object stored
 exactly as it wrote it; and nothing but log lines on stderr.
 
@@ -49,6 +55,7 @@ import json
 import os
 import re
 import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -60,7 +67,7 @@ import yaml  # noqa: E402
 
 import chart  # noqa: E402
 from controlplane import ROOT, ApiError, ControlPlane, eventually  # noqa: E402
-from daemons import DeviceManager  # noqa: E402
+from daemons import VGPU_HOST_DIR, VGPU_STAND_IN, DeviceManager  # noqa: E402
 from kubelet import PEERS, KubeletNode, kubelet_go_binary  # noqa: E402
 from tap import Tap  # noqa: E402
 
@@ -79,6 +86,7 @@ ALLOC = "device.gpustack.ai/accelerator.allocated"
 CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml")))
 DEVICES = "/apis/worker.gpustack.ai/v1alpha1/devices"
 RESTARTED = "the kubelet restarted"
+VGPU_LIB = "/usr/local/tessera/vgpu/libtessera-vgpu.so"  # where a slice's container sees it
 
 t = Tap()
 ok = t.ok
@@ -303,6 +311,40 @@ def env(reply):
     return (reply.get("response") or {}).get("envs", {}).get("NVIDIA_VISIBLE_DEVICES", "")
 
 
+def injected(reply):
+    """What Allocate injected beside NVIDIA_VISIBLE_DEVICES: the other envs, and the mounts as
+    sorted (host path, container path, read-only) triples."""
+    resp = reply.get("response") or {}
+    envs = {k: v for k, v in (resp.get("envs") or {}).items() if k != "NVIDIA_VISIBLE_DEVICES"}
+    mounts = sorted((m.get("host_path"), m.get("container_path"), bool(m.get("read_only")))
+                    for m in resp.get("mounts") or [])
+    return envs, mounts
+
+
+def slice_injection(node, name, memory, cores, mode="preload"):
+    """What a slice's container of Pod name gets under mode (the suites' host directory)."""
+    uid = node.get_pod(name)["metadata"]["uid"]
+    envs = {"CUDA_DEVICE_MEMORY_LIMIT": memory, "CUDA_DEVICE_SM_LIMIT": cores,
+            "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/tmp/tessera-vgpu-%s-main.cache" % uid}
+    mounts = [(VGPU_HOST_DIR + "/libtessera-vgpu.so", VGPU_LIB, True)]
+    if mode == "preload":
+        mounts.append((VGPU_HOST_DIR + "/ld.so.preload", "/etc/ld.so.preload", True))
+    else:
+        envs["LD_PRELOAD"] = VGPU_LIB
+    return envs, sorted(mounts)
+
+
+def installed(dm):
+    """The install directory's files: {name: (content, inode, mtime_ns)}."""
+    out = {}
+    for name in sorted(os.listdir(dm.vgpu_dir)):
+        path = os.path.join(dm.vgpu_dir, name)
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            out[name] = (f.read(), st.st_ino, st.st_mtime_ns)
+    return out
+
+
 def resource(kubelet, family):
     return kubelet.call("state")["resources"].get(RES[family], {})
 
@@ -490,7 +532,9 @@ def check_published(node, rec):
 def check_allocate(node, kubelet):
     """Returns the MIG Pod's reply."""
     node.create("ex", {"nvidia.com/gpu": "2"})
+    plain = {}  # what each family but sliced injected beside NVIDIA_VISIBLE_DEVICES
     r = node.allocate("exclusive", "ex", size=2)
+    plain["exclusive"] = injected(r)
     uuids = env(r).split(",")
     ok(r.get("ok") and len(uuids) == 2 and r.get("preferred") == r.get("devices"),
        "exclusive: 2 whole GPUs, the kubelet takes the plugin's preferred tokens", r)
@@ -508,14 +552,21 @@ def check_allocate(node, kubelet):
 
     node.create("sh", {"nvidia.com/gpu.shared": "2"})
     r = node.allocate("shared", "sh", size=2)
+    plain["shared"] = injected(r)
     sh = env(r).split(",")
     ok(r.get("ok") and len(set(sh)) == 2 and not set(sh) & set(uuids),
        "shared: one share on each of 2 distinct free cards", r)
 
-    node.create("sl", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.units": "800000"})
+    node.create("sl", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.units": "480000",
+                       "nvidia.com/gpu.sliced.cores-percentage": "30"})
     r = node.allocate("sliced", "sl", size=1)
     ok(r.get("ok") and env(r) and env(r) not in uuids + sh,
-       "sliced: 800000 units on the one card still free", r)
+       "sliced: 480000 units on the one card still free", r)
+    ok(injected(r) == slice_injection(node, "sl", "24576m", "30"),
+       "the slice's container gets the interposer: the library and /etc/ld.so.preload mounted "
+       "read-only from the host directory, CUDA_DEVICE_MEMORY_LIMIT 24576m (30 % of 80 GiB), "
+       "CUDA_DEVICE_SM_LIMIT 30, a budget file of its own",
+       {"got": injected(r), "want": slice_injection(node, "sl", "24576m", "30")})
 
     node.create("mig", {"nvidia.com/gpu.partitioned": "1",
                         "nvidia.com/gpu.partitioned.mig-3g.40gb": "1",
@@ -523,6 +574,7 @@ def check_allocate(node, kubelet):
     mig = node.allocate("partitioned", "mig", size=1)
     ok(mig.get("ok") and env(mig).startswith("MIG-"),
        "partitioned: only the MIG device is injected", mig)
+    plain["partitioned"] = injected(mig)
     gi = [i for i in gpu_state(node.d)["gpus"][0]["instances"]]
     ok(len(gi) == 1 and gi[0].get("start") == 0, "the 3g.40gb instance is carved at start 0 of "
        "GPU 0", gi)
@@ -539,6 +591,10 @@ def check_allocate(node, kubelet):
     node.create("vis", {"device.gpustack.ai/nvidia.visibility": "1"})
     r = node.allocate("visibility", "vis", size=1)
     ok(r.get("ok") and env(r) == "void", "visibility: a Pod holding no card sees none", r)
+    plain["visibility"] = injected(r)
+    ok(plain == {f: ({}, []) for f in ("exclusive", "shared", "partitioned", "visibility")},
+       "whole GPUs, shares, a MIG partition and visibility get NVIDIA_VISIBLE_DEVICES alone: no "
+       "mount, no interposer environment", plain)
 
     node.create("refused", {"nvidia.com/gpu": "1"})
     shared_token = "%s:%s:0000" % (GROUP, sh[0])
@@ -632,6 +688,54 @@ def check_sidecar(node, d):
        {"gpus": gpu_state(d)["gpus"], "markers": markers(d)})
 
 
+def check_install(dm):
+    """At start the device manager installed the interposer into its host directory: the library
+    byte for byte, ld.so.preload naming its container path, nothing else (no temporary file)."""
+    files = installed(dm)
+    ok({k: v[0] for k, v in files.items()}
+       == {"libtessera-vgpu.so": VGPU_STAND_IN, "ld.so.preload": (VGPU_LIB + "\n").encode()},
+       "the interposer is installed into the host directory (the library, ld.so.preload naming "
+       "it), nothing else", {k: v[0][:80] for k, v in files.items()})
+    line = dm.find("slice isolation ready") or ""
+    ok("mode=preload" in line and "files_written=2" in line and
+       "host_dir=" + VGPU_HOST_DIR in line, "its start logs the mode and the two files written",
+       line)
+    return files
+
+
+def check_missing_library(tessera, kn, kc):
+    """The library missing while isolation is on: the device manager refuses to start, naming it,
+    and writes nothing."""
+    missing = os.path.join(kn.dir, "no-such-library.so")
+    vgpu_dir = os.path.join(kn.dir, "vgpu-never")
+    r = subprocess.run([tessera, "device-manager", "--node-name", NODE, "--plugin-dir",
+                        os.path.join(kn.dir, "dp-never"), "--pods-dir", kn.pods_dir,
+                        "--pod-resources-socket", "", "--fake", FAKE, "--kubeconfig", kc,
+                        "--probe-port", "-1", "--vgpu-library", missing, "--vgpu-dir", vgpu_dir],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    ok(r.returncode == 2 and missing in r.stderr and "does not exist" in r.stderr
+       and "--slice-isolation=off" in r.stderr and not os.path.exists(vgpu_dir),
+       "the interposer library missing: the start fails (exit 2) naming its path and the off "
+       "switch, nothing installed", {"rc": r.returncode, "stderr": r.stderr[-600:]})
+
+
+def check_env_mode(node, kubelet, dm, before):
+    """A restart with --slice-isolation env and the same library rewrites nothing; a slice then
+    gets LD_PRELOAD and the library, no /etc/ld.so.preload mount."""
+    ok(installed(dm) == before and "files_written=0" in (dm.find("slice isolation ready") or ""),
+       "a restart with the same library rewrites nothing (same inodes and mtimes; logged 0 "
+       "files written)", {"before": before, "after": installed(dm)})
+    wait_listed(kubelet, "sliced")
+    node.create("sl-env", {"nvidia.com/gpu.sliced": "1",
+                           "nvidia.com/gpu.sliced.units": "160000"})
+    r = node.allocate("sliced", "sl-env", size=1)
+    want = slice_injection(node, "sl-env", "8192m", "100", mode="env")
+    ok(r.get("ok") and injected(r) == want,
+       "--slice-isolation env: a slice (10 %, no cores-percentage) gets LD_PRELOAD and the "
+       "library mount, no /etc/ld.so.preload; CUDA_DEVICE_MEMORY_LIMIT 8192m, "
+       "CUDA_DEVICE_SM_LIMIT 100", {"reply": r, "want": want})
+
+
 def check_requests(cp, rec):
     calls = rec.snapshot()
     bad = [c for c in calls if c["status"] >= 300 and not (
@@ -677,7 +781,9 @@ def run(tessera, impl):
         kn = KubeletNode(cp, NODE, impl, pods=False).start()
         node = Node(cp, kn, impl in ("python", "go"))  # the fakes serving pod-resources
         d = kn.dir
+        check_missing_library(tessera, kn, kc)
         dm = DeviceManager(tessera, cp, kn, FAKE, kubeconfig=kc)
+        vgpu_files = check_install(dm)
         check_registration(kn)
         check_probes(dm)
         check_published(node, rec)
@@ -733,7 +839,8 @@ def run(tessera, impl):
            {"rc": rc, "left": socks})
         regs = {n: resource(kn, f).get("registrations", 0) for f, n in RES.items()}
         lines = dm.lines
-        dm = DeviceManager(tessera, cp, kn, FAKE, kubeconfig=kc)
+        dm = DeviceManager(tessera, cp, kn, FAKE, kubeconfig=kc,
+                           extra=("--slice-isolation", "env"))
         for fam, name in RES.items():
             r = kn.call("wait_registered", resource=name, count=regs[name] + 1, timeout=15)
             ok(r.get("ok"), "%s registers again after a device manager restart" % fam, r)
@@ -750,6 +857,7 @@ def run(tessera, impl):
                "FailedPrecondition", again)
         ok(len(gpu_state(d)["gpus"][0]["instances"]) == 1, "no second instance was carved",
            gpu_state(d)["gpus"][0]["instances"])
+        check_env_mode(node, kn, dm, vgpu_files)
         del mig
         rc = dm.stop()
         bad = [ln for ln in lines + dm.lines if not ln.startswith("time=")]
