@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build tessera's container image without a Docker engine (docs/image.md):
-#   1. the tessera binary from BUILD_DIR (default build/, compiled here when stale), stripped;
+#   1. the tessera binary from BUILD_DIR (default build/, compiled here when stale), stripped, and
+#      the slice interposer libtessera-vgpu.so at /usr/lib/tessera/libtessera-vgpu.so (the
+#      device manager's --vgpu-library default), stripped;
 #   2. a Debian 12 root filesystem (mmdebstrap --variant=extract) holding exactly the packages that
 #      own the binary's ldd libraries (derived with dpkg -S, not a hand list) and their dependencies,
 #      without docs, man pages, locales or apt/dpkg state;
@@ -34,16 +36,19 @@ step "compile $BUILD_DIR"
 if [ ! -f "$BUILD_DIR/meson-private/coredata.dat" ]; then
 	meson setup "$BUILD_DIR"
 fi
-meson compile -C "$BUILD_DIR" src/cli/tessera >/dev/null
+meson compile -C "$BUILD_DIR" src/cli/tessera src/vgpu/tessera-vgpu >/dev/null
 BIN="$BUILD_DIR/src/cli/tessera"
+# The logical slice's interposer, which the device manager installs on its node (docs/vgpu.md).
+VGPU="$BUILD_DIR/src/vgpu/libtessera-vgpu.so"
 VERSION=$(meson introspect --projectinfo "$BUILD_DIR" | jq -r .version)
 REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}"
 CREATED=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 step "tessera $VERSION, revision $REVISION, SOURCE_DATE_EPOCH $SOURCE_DATE_EPOCH ($CREATED)"
 
-# The packages owning every library the dynamic loader maps (ldd), resolved through symlinks.
-mapfile -t LIBS < <(ldd "$BIN" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
+# The packages owning every library the dynamic loader maps (ldd) for the binary and the
+# interposer, resolved through symlinks.
+mapfile -t LIBS < <({ ldd "$BIN"; ldd "$VGPU"; } | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
 PKGS=()
 for lib in "${LIBS[@]}"; do
 	owner=$( { dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")"; } | head -1 | cut -d: -f1)
@@ -74,6 +79,9 @@ mkdir -p "$ROOTFS"/usr/bin "$ROOTFS"/etc "$ROOTFS"/tmp "$ROOTFS"/home/nonroot "$
 chmod 1777 "$ROOTFS"/tmp
 strip --strip-unneeded -o "$ROOTFS"/usr/bin/tessera "$BIN"
 chmod 0755 "$ROOTFS"/usr/bin/tessera
+mkdir -p "$ROOTFS"/usr/lib/tessera
+strip --strip-unneeded -o "$ROOTFS"/usr/lib/tessera/libtessera-vgpu.so "$VGPU"
+chmod 0644 "$ROOTFS"/usr/lib/tessera/libtessera-vgpu.so
 cat >"$ROOTFS"/etc/passwd <<'PASSWD'
 root:x:0:0:root:/root:/usr/sbin/nologin
 nonroot:x:65532:65532:tessera webhook and controller:/home/nonroot:/usr/sbin/nologin

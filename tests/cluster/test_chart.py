@@ -5,8 +5,12 @@ against a real kube-apiserver (no Kueue manager: its CRDs only, no scheduler).
 Checked:
   * `helm lint --strict` passes with both majors, and helm v3 renders every value set as v4 does; the chart's version and appVersion are the binary's release
     (`tessera --version`), and so is the image tag the Pods name by default;
-  * the values schema refuses a bad value naming it, and certificates.provider=tessera without
-    the controller is refused with the reason;
+  * the values schema refuses a bad value naming it (log.format, deviceManager.sliceIsolation.mode),
+    and certificates.provider=tessera without the controller is refused with the reason;
+  * the device manager's slice interposer directory: a DirectoryOrCreate hostPath (default
+    /usr/local/tessera/vgpu, or sliceIsolation.hostDir) mounted writable at the same path and
+    named by --vgpu-dir and --vgpu-host-dir, the mode passed as --slice-isolation; none with mode
+    off (the nvidia-only value set runs with it off);
   * four value sets render (`helm template`): the defaults (tessera's own certificates), with
     cert-manager (its API served, so provider auto picks it), NVIDIA's device manager only, and
     everything off but the webhook -- each with the objects it should have and none it should
@@ -46,7 +50,8 @@ VALUE_SETS = {
     "cert-manager": CERT_MANAGER + ["--set", "metrics.serviceMonitor.enabled=true"],
     "nvidia-only": ["--set", "webhook.enabled=false", "--set", "controller.enabled=false",
                     "--set", "kueue.admissionCheck.create=false",
-                    "--set", "kueue.managerConfig.create=false"],
+                    "--set", "kueue.managerConfig.create=false",
+                    "--set", "deviceManager.sliceIsolation.mode=off"],
     "webhook-only": ["--set", "certificates.provider=cert-manager",
                      "--set", "controller.enabled=false", "--set", "deviceManager.enabled=false",
                      "--set", "crds.install=false", "--set", "kueue.admissionCheck.create=false",
@@ -99,6 +104,12 @@ def check_static(tessera):
     r = helm("template", "x", chart.CHART, "--set", "log.format=xml")
     t.ok(r.returncode != 0 and "/log/format" in r.stderr and "json" in r.stderr,
          "the values schema refuses log.format=xml, naming it and the choices", r.stderr)
+    r = helm("template", "x", chart.CHART, "--set", "deviceManager.sliceIsolation.mode=on")
+    t.ok(r.returncode != 0 and "/deviceManager/sliceIsolation/mode" in r.stderr and
+         "preload" in r.stderr and "off" in r.stderr,
+         "the values schema refuses deviceManager.sliceIsolation.mode=on, naming it and the "
+         "choices", r.stderr)
+    check_slice_isolation()
     r = helm("template", "x", chart.CHART, "--set", "controller.enabled=false")
     t.ok(r.returncode != 0 and "certificates.provider=tessera" in r.stderr and
          "controller.enabled" in r.stderr,
@@ -134,6 +145,41 @@ def check_static(tessera):
         got = ((cm or {}).get("data") or {}).get("controller_manager_config.yaml")
         t.ok(got == want, "namespace %s: the chart's Kueue Configuration is exactly `tessera "
              "kueue-config --namespace %s`" % (ns, ns), {"chart": got, "generator": want})
+
+
+def device_manager(*args):
+    """The NVIDIA device manager's Pod spec and container as the chart renders them with args."""
+    ds = next(d for d in chart.render(*args) if d["kind"] == "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    return spec, spec["containers"][0]
+
+
+def check_slice_isolation():
+    """By default the device manager installs the slice interposer into the hostPath
+    /usr/local/tessera/vgpu (DirectoryOrCreate), mounted writable at the same path, and the
+    flags name it as both its own and the host's directory; another hostDir moves all three;
+    mode env is passed on; mode off passes --slice-isolation=off and mounts nothing."""
+    for args, mode, d in (((), "preload", "/usr/local/tessera/vgpu"),
+                          (("--set", "deviceManager.sliceIsolation.mode=env", "--set",
+                            "deviceManager.sliceIsolation.hostDir=/opt/tessera/vgpu"), "env",
+                           "/opt/tessera/vgpu")):
+        spec, c = device_manager(*args)
+        vol = [v for v in spec["volumes"] if v["name"] == "vgpu"]
+        mnt = [m for m in c["volumeMounts"] if m["name"] == "vgpu"]
+        t.ok(vol == [{"name": "vgpu", "hostPath": {"path": d, "type": "DirectoryOrCreate"}}]
+             and mnt == [{"name": "vgpu", "mountPath": d}]
+             and {"--slice-isolation=" + mode, "--vgpu-dir=" + d, "--vgpu-host-dir=" + d}
+             <= set(c["args"]),
+             "sliceIsolation %s, hostDir %s: the hostPath mounted writable at the same path, "
+             "--slice-isolation, --vgpu-dir and --vgpu-host-dir name them" % (mode, d),
+             {"volumes": vol, "mounts": mnt, "args": c["args"]})
+    spec, c = device_manager("--set", "deviceManager.sliceIsolation.mode=off")
+    t.ok("--slice-isolation=off" in c["args"]
+         and not any(a.startswith("--vgpu-") for a in c["args"])
+         and not any(v["name"] == "vgpu" for v in spec["volumes"])
+         and not any(m["name"] == "vgpu" for m in c["volumeMounts"]),
+         "sliceIsolation.mode=off: --slice-isolation=off and no interposer directory",
+         {"args": c["args"], "volumes": spec["volumes"]})
 
 
 def check_value_sets():

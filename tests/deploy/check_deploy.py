@@ -17,7 +17,9 @@ The NVIDIA device manager's DaemonSet is checked the same way: its name is the
 one the simulator's runbooks restart; its args and GPUSTACK_* variables are ones
 `tessera device-manager` accepts (the binary parses them); NODE_NAME comes from the downward API
 into --node-name; the kubelet's device-plugin directory, pod-resources socket and pods directory
-the flags name are hostPath mounts of those very paths (writable where the binary writes); the
+the flags name are hostPath mounts of those very paths (writable where the binary writes), and so
+is the slice interposer's install directory (--vgpu-host-dir naming it; none with
+sliceIsolation.mode off; the image carrying the library --vgpu-library reads); the
 container gets CAP_SYS_ADMIN (or is privileged) and the NVIDIA runtime's driver and MIG devices;
 it is placed on NVIDIA nodes and tolerates every taint. Its ClusterRole grants exactly the calls
 src/devicemanager/ makes (every tsr_kube_client_* call there is in CALLS, so a new call fails
@@ -307,6 +309,8 @@ def check_device_manager(tessera, src, by_kind):
        "the pods directory receives the host's mounts (no deleted Pod's volume kept mounted)",
        pods_mount)
 
+    check_slice_isolation(src, pod_spec, container, args, help_text)
+
     # what NVML's MIG operations need
     sc = container.get("securityContext", {})
     privileged = bool(sc.get("privileged"))
@@ -351,6 +355,43 @@ def check_device_manager(tessera, src, by_kind):
     have = granted(by_kind, ds["metadata"]["namespace"], sa)
     ok(have == need, "its ClusterRole grants exactly what the device manager calls",
        {"missing": sorted(need - have), "extra": sorted(have - need)})
+
+
+def check_slice_isolation(src, pod_spec, container, args, help_text):
+    """The slice interposer's install directory (--vgpu-dir) is a writable hostPath mount of the
+    same host path, created when missing, and --vgpu-host-dir names that host path (the mounts a
+    slice's Allocate answers are the host's paths); the image carries the library where
+    --vgpu-library reads it. With sliceIsolation.mode off the flag says so and nothing is
+    mounted."""
+    mode = flag(args, "slice-isolation", help_default(help_text, "slice-isolation"))
+    vgpu_dir = flag(args, "vgpu-dir", help_default(help_text, "vgpu-dir"))
+    mount, host = mounted_host_path(pod_spec, container, vgpu_dir or "")
+    vols = {v["name"]: v for v in pod_spec.get("volumes", [])}
+    kind = vols.get(mount["name"], {}).get("hostPath", {}).get("type") if mount else None
+    ok(mode == "preload" and mount and mount["mountPath"] == vgpu_dir and host == vgpu_dir and
+       not mount.get("readOnly") and kind == "DirectoryOrCreate" and
+       flag(args, "vgpu-host-dir", vgpu_dir) == host,
+       "slice isolation (preload by default): --vgpu-dir %s is a writable hostPath mount of the "
+       "same host path (DirectoryOrCreate), --vgpu-host-dir names it" % vgpu_dir,
+       {"mode": mode, "mount": mount, "host": host, "type": kind})
+    library = flag(args, "vgpu-library", help_default(help_text, "vgpu-library"))
+    with open(os.path.join(src, "tools", "image.sh")) as f:
+        image = f.read()
+    ok(library and library in image, "the image carries the interposer at --vgpu-library %s "
+       "(tools/image.sh)" % library, library)
+    import chart
+    off = [d for d in chart.render("--api-versions", "cert-manager.io/v1", "--set",
+                                   "deviceManager.sliceIsolation.mode=off")
+           if d["kind"] == "DaemonSet" and
+           d["metadata"]["name"].startswith("gpustack-operator-device-manager-")]
+    spec = off[0]["spec"]["template"]["spec"] if off else {}
+    c = (spec.get("containers") or [{}])[0]
+    ok(off and "--slice-isolation=off" in c.get("args", []) and
+       not any(a.startswith("--vgpu-") for a in c.get("args", [])) and
+       mounted_host_path(spec, c, vgpu_dir or "") == (None, None) and
+       not any(v.get("hostPath", {}).get("path") == host for v in spec.get("volumes", [])),
+       "sliceIsolation.mode=off: --slice-isolation=off, no interposer directory mounted",
+       {"args": c.get("args"), "volumes": spec.get("volumes")})
 
 
 def check_controller(tessera, src, by_kind):

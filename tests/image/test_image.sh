@@ -2,7 +2,8 @@
 # The container image's test (docs/image.md): unpack the docker-archive tarball (skopeo -> OCI ->
 # umoci unpack) and the OCI layout, check the config (non-root user, entrypoint, labels), then run
 # /usr/bin/tessera --version and `tessera sim` on the walkthrough inside the root filesystem with
-# chroot as uid 65532, comparing with the host binary byte for byte. A missing library fails the exec.
+# chroot as uid 65532, comparing with the host binary byte for byte, and find the slice interposer
+# the device manager installs. A missing library fails the exec.
 # Usage (root): tests/image/test_image.sh [IMAGE_DIR (build/image)] [HOST_BIN (build/src/cli/tessera)]
 # Prints TAP; exits non-zero on any failure. KEEP=1 keeps the unpacked tree for inspection.
 set -uo pipefail
@@ -17,7 +18,7 @@ ok() { N=$((N + 1)); echo "ok $N - $1"; }
 notok() { N=$((N + 1)); FAIL=$((FAIL + 1)); echo "not ok $N - $1"; [ -n "${2:-}" ] && sed 's/^/# /' <<<"$2"; }
 check() { local d=$1; shift; local out; if out=$("$@" 2>&1); then ok "$d"; else notok "$d" "$out"; fi; }
 
-echo "1..12"
+echo "1..13"
 [ "$(id -u)" -eq 0 ] || { echo "Bail out! chroot needs root"; exit 1; }
 HOST_VERSION_LINE=$("$HOST_BIN" --version 2>/dev/null)
 VERSION=$(awk '{print $2}' <<<"$HOST_VERSION_LINE")
@@ -60,7 +61,9 @@ chroot --userspec=65532:65532 "$RFS" /usr/bin/tessera sim "$SCENARIO" >"$TMP/ima
 if [ "$IMAGE_RC" -eq 0 ] && [ "$HOST_RC" -eq 0 ]; then ok "tessera sim $SCENARIO exits 0 inside the image"
 else notok "tessera sim $SCENARIO exits 0 inside the image (host $HOST_RC, image $IMAGE_RC)" "$(head -5 "$TMP/image.out")"; fi
 check "tessera sim output is byte-identical to the host's" cmp "$TMP/host.out" "$TMP/image.out"
+check "the slice interposer is /usr/lib/tessera/libtessera-vgpu.so (the device manager's --vgpu-library), a shared object exporting cuMemAlloc_v2" \
+	bash -c "test -f '$RFS/usr/lib/tessera/libtessera-vgpu.so' && nm -D --defined-only '$RFS/usr/lib/tessera/libtessera-vgpu.so' | grep -qw cuMemAlloc_v2"
 
-[ "$N" -eq 12 ] || { echo "# planned 12, ran $N"; FAIL=$((FAIL + 1)); }
+[ "$N" -eq 13 ] || { echo "# planned 13, ran $N"; FAIL=$((FAIL + 1)); }
 echo "# image test: $((N - FAIL)) passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
