@@ -843,7 +843,7 @@ static int start_node(struct bench *b)
         for (size_t i = 0; i < TSR_DP_FAMILIES; i++) {
                 struct served *sv = &b->srv[b->n_srv];
 
-                rc = tsr_dm_plugin_new(b->agent, tsr_dp_families[i], &sv->plugin);
+                rc = tsr_dm_plugin_new(b->agent, tsr_dp_families[i], NULL, &sv->plugin);
                 if (rc == TSR_EINVAL)
                         continue;
                 if (rc) {
