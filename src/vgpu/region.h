@@ -30,13 +30,14 @@
 
 /* The compute throttle's shared state for one device (throttle.c owns its meaning). */
 struct tsr_vgpu_throttle_state {
-        int64_t tokens;     /* blocks that may launch now; negative: debt */
-        int64_t rate;       /* blocks per second refilled; 0: not calibrated yet */
-        uint64_t refill_ns; /* CLOCK_MONOTONIC of the last refill */
-        uint64_t sample_ns; /* CLOCK_MONOTONIC of the last utilization sample */
-        uint64_t admitted;  /* blocks admitted since the last sample */
-        uint32_t waited;    /* a launch waited since the last sample */
-        uint32_t last_util; /* the last measured utilization, percent */
+        int64_t tokens;      /* blocks that may launch now; negative: debt */
+        int64_t rate;        /* blocks per second refilled; 0: not calibrated yet */
+        uint64_t refill_ns;  /* CLOCK_MONOTONIC of the last refill */
+        uint64_t sample_ns;  /* CLOCK_MONOTONIC of the last utilization sample */
+        uint64_t admitted;   /* blocks admitted since the last sample */
+        uint32_t waited;     /* a launch waited since the last sample */
+        uint32_t last_util;  /* the last measured utilization, percent */
+        uint32_t calibrated; /* the rate came from a measurement, not the first guess */
 };
 
 struct tsr_vgpu_region;

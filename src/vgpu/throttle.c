@@ -131,18 +131,25 @@ static int adjust(struct tsr_vgpu_throttle_state *t, void *arg)
                 admitted_rate =
                     (double)c->sample->admitted * (double)NS_PER_S / (double)c->sample->window;
                 wanted = admitted_rate * c->limit / c->util;
-                if (wanted > (double)t->rate && !c->sample->waited)
-                        return 0; /* the rate was not what held the slice back */
-                if (wanted > (double)t->rate * STEP_FACTOR)
-                        wanted = (double)t->rate * STEP_FACTOR;
-                if (wanted < (double)t->rate / STEP_FACTOR)
-                        wanted = (double)t->rate / STEP_FACTOR;
-                t->rate = (int64_t)(((double)t->rate + wanted) / 2);
+                if (!t->calibrated) {
+                        /* the first measurement replaces the guess outright */
+                        t->rate = (int64_t)wanted;
+                        t->calibrated = 1;
+                } else if (wanted <= (double)t->rate || c->sample->waited) {
+                        /* a rate that went unused is not raised: it was not what held back */
+                        if (wanted > (double)t->rate * STEP_FACTOR)
+                                wanted = (double)t->rate * STEP_FACTOR;
+                        if (wanted < (double)t->rate / STEP_FACTOR)
+                                wanted = (double)t->rate / STEP_FACTOR;
+                        t->rate = (int64_t)(((double)t->rate + wanted) / 2);
+                }
         } else if (c->util == 0 && c->sample->waited) {
                 t->rate *= 2; /* launches waited on an idle device: far too slow */
         }
         if (t->rate < MIN_RATE)
                 t->rate = MIN_RATE;
+        if (t->tokens > t->rate / BURST_DIVISOR)
+                t->tokens = t->rate / BURST_DIVISOR;
         return 0;
 }
 

@@ -8,9 +8,10 @@
  * positive (a launch larger than the bucket runs it into debt) and otherwise sleeps for the time
  * the debt takes to refill. One watcher thread per process samples the slice's utilization
  * (utilization.h) every 100 ms (the first process to a sample takes it, so the container samples
- * once) and moves the rate towards the one that would have met the limit:
- * admitted-rate × limit / measured, averaged with the current rate and bounded to a factor of 4
- * per sample; a rate that went unused (no launch waited) is not raised. Accuracy is measured, not
+ * once) and moves the rate towards the one that would have met the limit,
+ * admitted-rate × limit / measured: the first measurement replaces the starting guess outright,
+ * later ones are averaged with the current rate and bounded to a factor of 4 per sample; a rate
+ * that went unused (no launch waited) is not raised. Accuracy is measured, not
  * assumed: tests/vgpu and tools/gpu/vgpu_check.sh report it (docs/vgpu.md).
  */
 #ifndef TSR_VGPU_THROTTLE_H
