@@ -90,6 +90,7 @@ static const struct tsr_vgpu_state *alloc_state(void)
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
         const struct tsr_vgpu_state *s = alloc_state();
+        CUresult rc;
         int dev;
 
         if (!s)
@@ -99,13 +100,14 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
                 return tsr_vgpu_real.cuMemAlloc_v2(dptr, bytes);
         if (!reserve(s, dev, bytes))
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        return settle(s, tsr_vgpu_real.cuMemAlloc_v2(dptr, bytes), TSR_VGPU_HELD_POINTER, *dptr,
-                      dev, bytes);
+        rc = tsr_vgpu_real.cuMemAlloc_v2(dptr, bytes);
+        return settle(s, rc, TSR_VGPU_HELD_POINTER, rc ? 0 : *dptr, dev, bytes);
 }
 
 EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytes)
 {
         const struct tsr_vgpu_state *s = alloc_state();
+        CUresult rc;
         int dev;
 
         if (!s)
@@ -115,13 +117,14 @@ EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytes)
                 return tsr_vgpu_real.cuMemAlloc(dptr, bytes);
         if (!reserve(s, dev, bytes))
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        return settle(s, tsr_vgpu_real.cuMemAlloc(dptr, bytes), TSR_VGPU_HELD_POINTER, *dptr, dev,
-                      bytes);
+        rc = tsr_vgpu_real.cuMemAlloc(dptr, bytes);
+        return settle(s, rc, TSR_VGPU_HELD_POINTER, rc ? 0 : *dptr, dev, bytes);
 }
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
 {
         const struct tsr_vgpu_state *s = alloc_state();
+        CUresult rc;
         int dev;
 
         if (!s)
@@ -131,8 +134,8 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int 
                 return tsr_vgpu_real.cuMemAllocManaged(dptr, bytes, flags);
         if (!reserve(s, dev, bytes))
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        return settle(s, tsr_vgpu_real.cuMemAllocManaged(dptr, bytes, flags), TSR_VGPU_HELD_POINTER,
-                      *dptr, dev, bytes);
+        rc = tsr_vgpu_real.cuMemAllocManaged(dptr, bytes, flags);
+        return settle(s, rc, TSR_VGPU_HELD_POINTER, rc ? 0 : *dptr, dev, bytes);
 }
 
 /*
@@ -234,6 +237,7 @@ static CUresult alloc_async(tsr_cu_mem_alloc_async_fn *real,
                             size_t bytes, CUmemoryPool pool, CUstream stream)
 {
         const struct tsr_vgpu_state *s = alloc_state();
+        CUresult rc;
         int dev;
 
         if (!s)
@@ -244,8 +248,8 @@ static CUresult alloc_async(tsr_cu_mem_alloc_async_fn *real,
                 return real ? real(dptr, bytes, stream) : real_pool(dptr, bytes, pool, stream);
         if (!reserve(s, dev, bytes))
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        return settle(s, real ? real(dptr, bytes, stream) : real_pool(dptr, bytes, pool, stream),
-                      TSR_VGPU_HELD_POINTER, *dptr, dev, bytes);
+        rc = real ? real(dptr, bytes, stream) : real_pool(dptr, bytes, pool, stream);
+        return settle(s, rc, TSR_VGPU_HELD_POINTER, rc ? 0 : *dptr, dev, bytes);
 }
 
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream stream)
@@ -487,6 +491,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t bytes,
                             const CUmemAllocationProp *prop, unsigned long long flags)
 {
         const struct tsr_vgpu_state *s = alloc_state();
+        CUresult rc;
         int dev;
 
         if (!s)
@@ -498,8 +503,8 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t bytes,
         dev = prop->location.id;
         if (!reserve(s, dev, bytes))
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        return settle(s, tsr_vgpu_real.cuMemCreate(handle, bytes, prop, flags), TSR_VGPU_HELD_VMM,
-                      *handle, dev, bytes);
+        rc = tsr_vgpu_real.cuMemCreate(handle, bytes, prop, flags);
+        return settle(s, rc, TSR_VGPU_HELD_VMM, rc ? 0 : *handle, dev, bytes);
 }
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
