@@ -6,7 +6,7 @@
  * command over pipes (vgpu_worker.c lists the commands), so the test decides the order of every
  * step across processes. This process never loads the interposer itself.
  *
- *   test_vgpu GROUP      fake | memory | runtime | processes | env | compute
+ *   test_vgpu GROUP      fake | memory | runtime | processes | env | compute | compute_paths
  *
  * Paths come from the environment: TSR_VGPU_WORKER (the worker), TSR_VGPU_FAKE_DIR (libcuda.so.1
  * and libnvidia-ml.so.1), TSR_VGPU_LIB (the interposer; not needed by `fake`, which checks the
@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -29,16 +30,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MIB          ((uint64_t)1 << 20)
-#define GIB          ((uint64_t)1 << 30)
-#define LIMIT        (64 * MIB)
-#define GRANULE      (2 * MIB)
-#define OOM          2 /* CUDA_ERROR_OUT_OF_MEMORY */
-#define VARS_MAX     16
-#define CHUNKS_MAX   8
-#define REPLY_MAX    8
-#define SM_TARGET    0.30
-#define SM_TOLERANCE 0.06
+#define MIB               ((uint64_t)1 << 20)
+#define GIB               ((uint64_t)1 << 30)
+#define LIMIT             (64 * MIB)
+#define GRANULE           (2 * MIB)
+#define OOM               2 /* CUDA_ERROR_OUT_OF_MEMORY */
+#define VARS_MAX          16
+#define CHUNKS_MAX        8
+#define REPLY_MAX         8
+#define SM_TARGET         0.30
+#define SM_TOLERANCE      0.06
+#define PATH_TOLERANCE    0.10
+#define ANSWER_TIMEOUT_MS 10000
 
 extern char **environ;
 
@@ -84,7 +87,9 @@ static bool check(bool cond, const char *fmt, ...)
 
 struct worker {
         pid_t pid;
-        FILE *to, *from;
+        FILE *to;
+        int from;       /* the worker's stdout */
+        int timeout_ms; /* how long an answer may take */
         char err_path[PATH_MAX + 32];
         int failed_at_start;
         bool dead;
@@ -195,6 +200,7 @@ static void worker_start(struct worker *w, const char *const *vars, bool preload
         memset(w, 0, sizeof(*w));
         snprintf(w->err_path, sizeof(w->err_path), "%s/stderr-%d", tmp_dir, ++serial);
         w->failed_at_start = n_failed;
+        w->timeout_ms = ANSWER_TIMEOUT_MS;
         err = open(w->err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (err < 0 || pipe(in) || pipe(out)) {
                 perror("test_vgpu: worker pipes");
@@ -225,8 +231,8 @@ static void worker_start(struct worker *w, const char *const *vars, bool preload
         close(out[1]);
         close(err);
         w->to = fdopen(in[1], "w");
-        w->from = fdopen(out[0], "r");
-        if (!w->to || !w->from) {
+        w->from = out[0];
+        if (!w->to) {
                 perror("test_vgpu: fdopen");
                 exit(1);
         }
@@ -266,17 +272,17 @@ static int worker_stop(struct worker *w, bool kill_it)
 {
         int status = 0;
 
-        if (kill_it) {
+        if (kill_it || w->dead) {
                 kill(w->pid, SIGKILL);
         } else if (!w->dead) {
                 fputs("exit\n", w->to);
                 fflush(w->to);
         }
         fclose(w->to);
-        fclose(w->from);
+        close(w->from);
         while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR)
                 ;
-        if (!kill_it && (!WIFEXITED(status) || WEXITSTATUS(status)))
+        if (!kill_it && !w->dead && (!WIFEXITED(status) || WEXITSTATUS(status)))
                 check(false, "worker %ld exits cleanly (status 0x%x)", (long)w->pid, status);
         if (n_failed > w->failed_at_start)
                 dump_stderr(w);
@@ -284,23 +290,46 @@ static int worker_stop(struct worker *w, bool kill_it)
         return status;
 }
 
-/* Sends one command, reads the numbers of its answer. */
+/* Reads one line of the worker's answer into line; false on EOF or after w->timeout_ms. */
+static bool read_line(struct worker *w, char *line, size_t len)
+{
+        struct pollfd pfd = {.fd = w->from, .events = POLLIN};
+        size_t n = 0;
+        char c;
+
+        while (n + 1 < len) {
+                int ready = poll(&pfd, 1, w->timeout_ms);
+
+                if (ready < 0 && errno == EINTR)
+                        continue;
+                if (ready <= 0 || read(w->from, &c, 1) != 1)
+                        return false;
+                if (c == '\n')
+                        break;
+                line[n++] = c;
+        }
+        line[n] = '\0';
+        return true;
+}
+
+/* Sends one command, reads the numbers of its answer (a worker that does not answer is dead). */
 static struct reply ask(struct worker *w, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static struct reply ask(struct worker *w, const char *fmt, ...)
 {
         struct reply r = {.n = 0, .v = {-1}};
-        char line[512], *p = line, *end;
+        char cmd[256], line[512], *p = line, *end;
         va_list ap;
 
         va_start(ap, fmt);
-        vfprintf(w->to, fmt, ap);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
         va_end(ap);
-        fputc('\n', w->to);
-        if (w->dead || fflush(w->to) || !fgets(line, sizeof(line), w->from)) {
-                if (!w->dead)
-                        diag("worker %ld did not answer", (long)w->pid);
+        if (w->dead)
+                return r;
+        if (fprintf(w->to, "%s\n", cmd) < 0 || fflush(w->to) || !read_line(w, line, sizeof(line))) {
+                check(false, "worker %ld answers \"%s\" within %d s", (long)w->pid, cmd,
+                      w->timeout_ms / 1000);
                 w->dead = true;
                 return r;
         }
@@ -381,10 +410,10 @@ static void set_extra(struct path_fill *p, uint64_t bytes, const char *cmd)
 }
 
 /*
- * The chunks that fill exactly limit (a multiple of 4 MiB) by path. Array formats: 0x01 uint8
- * (1 byte), 0x02 uint16, 0x03 uint32, 0x10 half, 0x20 float.
+ * The chunks that fill exactly limit (a multiple of 4 MiB) by path on device dev. Array formats:
+ * 0x01 uint8 (1 byte), 0x02 uint16, 0x03 uint32, 0x10 half, 0x20 float.
  */
-static struct path_fill fill_for(const char *path, uint64_t limit)
+static struct path_fill fill_for(const char *path, int dev, uint64_t limit)
 {
         struct path_fill p = {.name = path};
         uint64_t q = limit / 4, sum, rest;
@@ -422,8 +451,10 @@ static struct path_fill fill_for(const char *path, uint64_t limit)
                 set_extra(&p, 1, "alloc mipmap 1 0 0 0x01 1 1");
         } else if (!strcmp(path, "vmm")) {
                 for (i = 0; i < 4; i++)
-                        add(&p, q, "alloc vmm %" PRIu64 " 0", q);
-                set_extra(&p, GRANULE, "alloc vmm 2097152 0");
+                        add(&p, q, "alloc vmm %" PRIu64 " %d", q, dev);
+                snprintf(p.extra.cmd, sizeof(p.extra.cmd), "alloc vmm %" PRIu64 " %d", GRANULE,
+                         dev);
+                p.extra.bytes = GRANULE;
         } else {
                 for (i = 0; i < 4; i++)
                         add(&p, q, "alloc %s %" PRIu64, path, q);
@@ -440,11 +471,12 @@ static const char *const all_paths[] = {"v2",   "v1",    "pitch",   "managed", "
  * One path on a worker whose device-0 slice is limit bytes and empty: fill it exactly chunk by
  * chunk (cuMemGetInfo's free falling by each), one more allocation fails with
  * CUDA_ERROR_OUT_OF_MEMORY, NVML reports the slice full, a freed chunk can be allocated again,
- * and freeing everything gives the whole slice back. tag names the case in the TAP lines.
+ * and freeing everything gives the whole slice back. dev: the device of the worker's current
+ * context (the NVML index checked); tag names the case in the TAP lines.
  */
-static void fill_path(struct worker *w, const char *tag, const char *path, uint64_t limit)
+static void fill_path(struct worker *w, const char *tag, const char *path, int dev, uint64_t limit)
 {
-        struct path_fill p = fill_for(path, limit);
+        struct path_fill p = fill_for(path, dev, limit);
         long ids[CHUNKS_MAX];
         uint64_t used = 0;
         struct reply r;
@@ -483,12 +515,12 @@ static void fill_path(struct worker *w, const char *tag, const char *path, uint6
               tag, path, p.extra.bytes, rc_of(r));
         if (rc_of(r) == 0)
                 ask(w, "free %ld", (long)r.v[1]);
-        r = ask(w, "nvml 0");
+        r = ask(w, "nvml %d", dev);
         check(rc_of(r) == 0 && u(r, 1) == limit && u(r, 2) == limit && u(r, 3) == 0,
               "%s %s: nvmlDeviceGetMemoryInfo total %" PRIu64 " used %" PRIu64 " free %" PRIu64
               " (want %" PRIu64 " %" PRIu64 " 0)",
               tag, path, u(r, 1), u(r, 2), u(r, 3), limit, limit);
-        r = ask(w, "nvml2 0");
+        r = ask(w, "nvml2 %d", dev);
         check(rc_of(r) == 0 && u(r, 1) == limit && u(r, 2) == limit && u(r, 3) == 0,
               "%s %s: nvmlDeviceGetMemoryInfo_v2 total %" PRIu64 " used %" PRIu64 " free %" PRIu64,
               tag, path, u(r, 1), u(r, 2), u(r, 3));
@@ -507,10 +539,22 @@ static void fill_path(struct worker *w, const char *tag, const char *path, uint6
               rc, u(r, 1));
 }
 
-static void memory_suite(struct worker *w, const char *tag, uint64_t limit)
+/*
+ * Every path, each on a fresh worker (vars, preloaded unless bare, entry points of mode, current
+ * context on device dev) so that one path's failure does not carry into the next.
+ */
+static void memory_suite(const char *const *vars, bool preload, const char *mode, int dev,
+                         const char *tag, uint64_t limit)
 {
-        for (size_t i = 0; i < sizeof(all_paths) / sizeof(all_paths[0]); i++)
-                fill_path(w, tag, all_paths[i], limit);
+        struct worker w;
+
+        for (size_t i = 0; i < sizeof(all_paths) / sizeof(all_paths[0]); i++) {
+                if (worker_ready(&w, vars, preload, mode) &&
+                    (!dev || check(rc_of(ask(&w, "ctx %d", dev)) == 0, "%s: context on device %d",
+                                   tag, dev)))
+                        fill_path(&w, tag, all_paths[i], dev, limit);
+                worker_stop(&w, false);
+        }
 }
 
 /* ---- groups ------------------------------------------------------------------------------- */
@@ -586,10 +630,7 @@ static void group_fake(void)
               "fake: the retained primary context, made current, serves cuMemGetInfo");
         worker_stop(&w, false);
 
-        worker_start(&w, small, false);
-        if (rc_of(ask(&w, "init")) == 0 && rc_of(ask(&w, "ctx 0")) == 0)
-                memory_suite(&w, "fake 64 MiB device", 64 * MIB);
-        worker_stop(&w, false);
+        memory_suite(small, false, NULL, 0, "fake 64 MiB device", 64 * MIB);
 }
 
 static void group_memory(void)
@@ -608,9 +649,9 @@ static void group_memory(void)
                 r = ask(&w, "meminfo1");
                 check(rc_of(r) == 0 && u(r, 1) == LIMIT && u(r, 2) == LIMIT,
                       "cuMemGetInfo (v1) free %" PRIu64 " total %" PRIu64, u(r, 1), u(r, 2));
-                memory_suite(&w, "64 MiB", LIMIT);
         }
         worker_stop(&w, false);
+        memory_suite(vars, true, NULL, 0, "64 MiB", LIMIT);
 
         /* CUDA_DEVICE_MEMORY_LIMIT_1 overrides the limit for device 1. */
         if (worker_ready(&w, two, true, NULL)) {
@@ -625,8 +666,6 @@ static void group_memory(void)
                 check(u(r, 1) == 32 * MIB && u(r, 2) == 32 * MIB,
                       "device 1: cuMemGetInfo_v2 free %" PRIu64 " total %" PRIu64, u(r, 1),
                       u(r, 2));
-                fill_path(&w, "device 1", "v2", 32 * MIB);
-                fill_path(&w, "device 1", "array3d", 32 * MIB);
                 check(rc_of(ask(&w, "alloc v2 %" PRIu64, 32 * MIB)) == 0, "device 1 filled");
                 r = ask(&w, "nvml 1");
                 check(u(r, 1) == 32 * MIB && u(r, 2) == 32 * MIB,
@@ -644,6 +683,8 @@ static void group_memory(void)
                 check(rc_of(r) == 0, "device 0 still has its 64 MiB (cuMemCreate %d)", rc_of(r));
         }
         worker_stop(&w, false);
+
+        memory_suite(two, true, NULL, 1, "device 1 (32 MiB)", 32 * MIB);
 
         /* A limit above the device's memory: the device is the limit. */
         if (worker_ready(&w, small_dev, true, NULL)) {
@@ -677,9 +718,9 @@ static void group_runtime(void)
                         r = ask(&w, "totalmem 0");
                         check(u(r, 1) == LIMIT, "%s: cuDeviceTotalMem_v2 64 MiB (%" PRIu64 ")", tag,
                               u(r, 1));
-                        memory_suite(&w, tag, LIMIT);
                 }
                 worker_stop(&w, false);
+                memory_suite(vars, true, modes[i], 0, tag, LIMIT);
         }
         /* What cuGetProcAddress_v2 gives for a base name is what dlsym gives for the versioned
          * name, through the interposer's dlsym too. */
@@ -788,8 +829,7 @@ static void group_env(void)
         const char *bad_1[] = {"CUDA_DEVICE_MEMORY_LIMIT_1=1q", NULL};
         const char *off[] = {"CUDA_DISABLE_CONTROL=true", "CUDA_DEVICE_MEMORY_LIMIT=64m", NULL};
         const char *unlimited[] = {NULL};
-        static const char *const spellings[] = {"67108864", "64m",    "64M",
-                                                "64MiB",    "65536k", "0.0625g"};
+        static const char *const spellings[] = {"67108864", "64m", "64M", "64MiB", "65536k"};
         const char *const *malformed[] = {bad, bad_sm, bad_1};
         const char *const names[] = {"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
                                      "CUDA_DEVICE_MEMORY_LIMIT_1"};
@@ -803,8 +843,8 @@ static void group_env(void)
                 worker_start(&w, malformed[i], true);
                 rc = rc_of(ask(&w, "init"));
                 check(rc != 0 && rc != -1, "%s: cuInit fails (%d)", malformed[i][0], rc);
-                worker_stop(&w, false);
                 check(stderr_has(&w, names[i]), "%s: stderr names %s", malformed[i][0], names[i]);
+                worker_stop(&w, false);
         }
 
         for (i = 0; i < (int)(sizeof(spellings) / sizeof(spellings[0])); i++) {
@@ -860,8 +900,10 @@ static struct reply compute(const char *const *vars, const char *mode, unsigned 
         struct reply r = {.n = 0, .v = {-1}};
         struct worker w;
 
-        if (worker_ready(&w, vars, true, mode))
+        if (worker_ready(&w, vars, true, mode)) {
+                w.timeout_ms = ANSWER_TIMEOUT_MS + 2 * (int)ms;
                 r = ask(&w, "compute %u 100 %s", ms, how);
+        }
         worker_stop(&w, false);
         return r;
 }
@@ -873,7 +915,6 @@ static void group_compute(void)
         const char *off[] = {"CUDA_DEVICE_SM_LIMIT=30", "GPU_CORE_UTILIZATION_POLICY=disable",
                              NULL};
         const char *none[] = {NULL};
-        static const char *const paths[] = {"ex", "coop", "graph"};
         struct reply r;
 
         r = compute(sm30, NULL, 3000, "kernel");
@@ -893,19 +934,32 @@ static void group_compute(void)
         r = compute(off, NULL, 500, "kernel");
         check(rc_of(r) == 0 && r.v[1] >= 0.9,
               "GPU_CORE_UTILIZATION_POLICY=disable: busy %.3f (>= 0.9)", r.v[1]);
+}
 
-        /* Every launch path is throttled: 1 s each, well under the unthrottled 1.0. */
+/*
+ * Every other launch path is throttled the same way: 2 s each, the busy fraction of the last
+ * 1.33 s (the throttle settles within about a second) within PATH_TOLERANCE of the limit.
+ */
+static void group_compute_paths(void)
+{
+        const char *sm30[] = {"CUDA_DEVICE_SM_LIMIT=30", NULL};
+        static const struct {
+                const char *mode, *how, *what;
+        } paths[] = {
+            {NULL, "ex", "cuLaunchKernelEx"},
+            {NULL, "coop", "cuLaunchCooperativeKernel"},
+            {NULL, "graph", "cuGraphLaunch (100 blocks a launch)"},
+            {"ptsz", "kernel", "cuLaunchKernel_ptsz from cuGetProcAddress_v2"},
+        };
+        struct reply r;
+
         for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-                r = compute(sm30, NULL, 1000, paths[i]);
-                check(rc_of(r) == 0 && r.v[1] <= 0.5,
-                      "CUDA_DEVICE_SM_LIMIT=30, %s launches for 1 s: busy %.3f (<= 0.5)", paths[i],
-                      r.v[1]);
+                r = compute(sm30, paths[i].mode, 2000, paths[i].how);
+                check(rc_of(r) == 0 && fabs(r.v[2] - SM_TARGET) <= PATH_TOLERANCE,
+                      "CUDA_DEVICE_SM_LIMIT=30, %s for 2 s: busy %.3f over the last 1.33 s, "
+                      "within %.2f +- %.2f (%.3f over the run)",
+                      paths[i].what, r.v[2], SM_TARGET, PATH_TOLERANCE, r.v[1]);
         }
-        r = compute(sm30, "ptsz", 1000, "kernel");
-        check(rc_of(r) == 0 && r.v[1] <= 0.5,
-              "CUDA_DEVICE_SM_LIMIT=30, cuLaunchKernel_ptsz from cuGetProcAddress_v2 for 1 s: "
-              "busy %.3f (<= 0.5)",
-              r.v[1]);
 }
 
 /* ---- main --------------------------------------------------------------------------------- */
@@ -934,9 +988,13 @@ int main(int argc, char **argv)
                 void (*run)(void);
                 bool needs_lib;
         } groups[] = {
-            {"fake", group_fake, false},      {"memory", group_memory, true},
-            {"runtime", group_runtime, true}, {"processes", group_processes, true},
-            {"env", group_env, true},         {"compute", group_compute, true},
+            {"fake", group_fake, false},
+            {"memory", group_memory, true},
+            {"runtime", group_runtime, true},
+            {"processes", group_processes, true},
+            {"env", group_env, true},
+            {"compute", group_compute, true},
+            {"compute_paths", group_compute_paths, true},
         };
         const char *tmp = getenv("TMPDIR");
         size_t i;

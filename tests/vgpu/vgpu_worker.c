@@ -38,8 +38,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ALLOCS_MAX 4096
-#define LINE_MAX_  512
+#define ALLOCS_MAX        4096
+#define WORKER_LIFETIME_S 900
+#define LINE_MAX_         512
 
 typedef CUresult default_pool_fn(CUmemoryPool *pool, CUdevice dev);
 typedef CUresult set_current_fn(CUcontext ctx);
@@ -508,6 +509,7 @@ int main(void)
         char line[LINE_MAX_], *argv[16], *save = NULL;
         int argc;
 
+        alarm(WORKER_LIFETIME_S); /* a worker stuck in a call must not outlive its test */
         set_mode("direct");
         if (nvmlInit_v2() != NVML_SUCCESS)
                 fprintf(stderr, "worker: nvmlInit_v2 failed\n");
