@@ -5,7 +5,8 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <unistd.h>
+
+#include "vgpu/pid.h"
 
 struct entry {
         struct entry *next;
@@ -30,7 +31,7 @@ static size_t bucket_of(enum tsr_vgpu_kind kind, uint64_t handle, size_t n)
 /* Under mu: forgets what a parent process held (its memory is not this process's). */
 static void adopt(void)
 {
-        pid_t pid = getpid();
+        pid_t pid = tsr_vgpu_pid();
 
         if (owner == pid)
                 return;

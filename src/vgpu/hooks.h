@@ -110,7 +110,7 @@ extern struct tsr_vgpu_real tsr_vgpu_real;
 /* The CUDA hook whose real entry point is addr, or NULL (resolves the driver's symbols first). */
 void *tsr_vgpu_hook_for_real(const void *addr);
 
-/* Whether name is one of the hooked exported symbols (no resolution, no locking). */
+/* Whether name is one of the hooked exported symbols (no resolution, no locking; early.h-safe). */
 bool tsr_vgpu_is_hooked_name(const char *name);
 
 /* The hook exported as name, or NULL. */

@@ -5,35 +5,35 @@
  * dlsym: a hooked name found in the driver's own library (libcuda.so*, libnvidia-ml.so*) answers
  * the hook; everything else is libc's answer. RTLD_NEXT is caller-relative, and a call made from
  * here would be relative to this library, so it is resolved as libc would for the caller: the
- * first object after the caller's in the link map that defines the name itself.
+ * first object after the caller's in the link map that defines the name itself. A sanitizer
+ * runtime's first dlsym calls come before it is up, so this path is early.h's.
  * cuGetProcAddress (both versions): the driver answers; an address that is a hooked entry point
  * is replaced by its hook (hooks.h), so a version the interposer does not know passes through.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
-#include <string.h>
-
+#include "vgpu/early.h"
 #include "vgpu/hooks.h"
 #include "vgpu/state.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
 /* Whether addr lies in a library whose file name starts with prefix. */
-static bool in_library(const void *addr, const char *prefix)
+static TSR_VGPU_EARLY bool in_library(const void *addr, const char *prefix)
 {
+        struct link_map *map = NULL;
         Dl_info info;
-        const char *base;
 
-        if (!dladdr(addr, &info) || !info.dli_fname)
-                return false;
-        base = strrchr(info.dli_fname, '/');
-        base = base ? base + 1 : info.dli_fname;
-        return !strncmp(base, prefix, strlen(prefix));
+        return dladdr1(addr, &info, (void **)&map, RTLD_DL_LINKMAP) && info.dli_fname &&
+               tsr_vgpu_starts_with(tsr_vgpu_base_name(info.dli_fname), prefix);
 }
 
-/* RTLD_NEXT for caller: the first later object in the link map defining name itself. */
-static void *next_after(const void *caller, const char *name)
+/*
+ * RTLD_NEXT for caller: the first later object in the link map defining name itself. A glibc
+ * link map entry is the handle dlopen would return for it, so no dlopen is needed.
+ */
+static TSR_VGPU_EARLY void *next_after(const void *caller, const char *name)
 {
         struct link_map *self = NULL;
         Dl_info info;
@@ -43,28 +43,24 @@ static void *next_after(const void *caller, const char *name)
         for (struct link_map *l = self->l_next; l; l = l->l_next) {
                 struct link_map *found = NULL;
                 Dl_info where;
-                void *handle, *sym;
+                void *sym;
 
                 if (!l->l_name || !l->l_name[0])
                         continue;
-                handle = dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD);
-                if (!handle)
-                        continue;
-                sym = tsr_vgpu_real_dlsym(handle, name);
-                dlclose(handle);
+                sym = tsr_vgpu_real_dlsym(l, name);
                 if (sym && dladdr1(sym, &where, (void **)&found, RTLD_DL_LINKMAP) && found == l)
                         return sym;
         }
         return NULL;
 }
 
-EXPORT void *dlsym(void *restrict handle, const char *restrict name)
+EXPORT TSR_VGPU_EARLY void *dlsym(void *restrict handle, const char *restrict name)
 {
         void *sym = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), name)
                                         : tsr_vgpu_real_dlsym(handle, name);
 
         if (sym && tsr_vgpu_is_hooked_name(name) &&
-            in_library(sym, strncmp(name, "nvml", 4) ? "libcuda.so" : "libnvidia-ml.so"))
+            in_library(sym, tsr_vgpu_starts_with(name, "nvml") ? "libnvidia-ml.so" : "libcuda.so"))
                 return tsr_vgpu_hook_named(name);
         return sym;
 }

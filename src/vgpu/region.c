@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vgpu/pid.h"
+
 #define MAGIC   "TSRVGPU"
 #define VERSION 1u
 
@@ -124,7 +126,7 @@ static void reap(struct tsr_vgpu_region *r)
 /* Under lock: this process's slot, joining (after reaping, when full) on first use. */
 static struct proc_slot *self(struct tsr_vgpu_region *r)
 {
-        pid_t pid = getpid();
+        pid_t pid = tsr_vgpu_pid();
 
         if (my_slot >= 0 && my_pid == pid && r->procs[my_slot].pid == pid)
                 return &r->procs[my_slot];
@@ -234,7 +236,9 @@ int tsr_vgpu_region_open(const char *path, struct tsr_vgpu_region **out, char *e
 out:
         if (r != MAP_FAILED)
                 munmap(r, sizeof(*r));
-        close(fd); /* drops the flock; the mapping stays */
+        /* the mapping holds the open file: the lock must be dropped, not left to close */
+        flock(fd, LOCK_UN);
+        close(fd);
         return rc;
 }
 

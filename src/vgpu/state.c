@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "vgpu/early.h"
 #include "vgpu/hooks.h"
 
 extern char **environ;
@@ -46,16 +47,19 @@ void tsr_vgpu_log(int level, const char *fmt, ...)
         fprintf(stderr, "tessera-vgpu: %s\n", msg);
 }
 
-void *tsr_vgpu_real_dlsym(void *handle, const char *name)
+TSR_VGPU_EARLY void *tsr_vgpu_real_dlsym(void *handle, const char *name)
 {
         dlsym_fn *f = __atomic_load_n(&libc_dlsym, __ATOMIC_ACQUIRE);
 
         if (!f) {
-                void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+                union {
+                        void *object;
+                        dlsym_fn *function;
+                } p = {dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34")};
 
-                if (!p)
-                        p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-                memcpy(&f, &p, sizeof(f));
+                if (!p.object)
+                        p.object = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+                f = p.function;
                 __atomic_store_n(&libc_dlsym, f, __ATOMIC_RELEASE);
         }
         return f ? f(handle, name) : NULL;
@@ -154,12 +158,12 @@ uint64_t tsr_vgpu_limit(const struct tsr_vgpu_state *s, int dev)
 static const char *const hooked_names[] = {TSR_VGPU_CUDA_HOOKS(NAME_ROW)
                                                TSR_VGPU_NVML_HOOKS(NAME_ROW)};
 
-bool tsr_vgpu_is_hooked_name(const char *name)
+TSR_VGPU_EARLY bool tsr_vgpu_is_hooked_name(const char *name)
 {
-        if (strncmp(name, "cu", 2) && strncmp(name, "nvml", 4))
+        if (!tsr_vgpu_starts_with(name, "cu") && !tsr_vgpu_starts_with(name, "nvml"))
                 return false;
         for (size_t i = 0; i < sizeof(hooked_names) / sizeof(hooked_names[0]); i++)
-                if (!strcmp(name, hooked_names[i]))
+                if (tsr_vgpu_same(name, hooked_names[i]))
                         return true;
         return false;
 }

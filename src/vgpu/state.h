@@ -37,7 +37,7 @@ const struct tsr_vgpu_state *tsr_vgpu_nvml(void);
 /* The device's memory limit in bytes (0: none) for CUDA ordinal / NVML index dev. */
 uint64_t tsr_vgpu_limit(const struct tsr_vgpu_state *s, int dev);
 
-/* The real dlsym (the libc's, behind the interposer's own). */
+/* The real dlsym (the libc's, behind the interposer's own); early.h-safe. */
 void *tsr_vgpu_real_dlsym(void *handle, const char *name);
 
 /* Logs "tessera-vgpu: <msg>" to stderr when level <= LIBCUDA_LOG_LEVEL (0 error .. 4 debug). */

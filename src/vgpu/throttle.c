@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vgpu/pid.h"
 #include "vgpu/utilization.h"
 
 #define NS_PER_S      1000000000ull
@@ -186,7 +187,7 @@ static void *watch(void *arg)
 /* Starts this process's watcher once (again in a fork child, whose threads did not survive). */
 static void ensure_watcher(void)
 {
-        pid_t pid = getpid();
+        pid_t pid = tsr_vgpu_pid();
         pthread_attr_t attr;
         pthread_t t;
 
