@@ -113,7 +113,7 @@ void *tsr_vgpu_hook_for_real(const void *addr);
 /* Whether name is one of the hooked exported symbols (no resolution, no locking; early.h-safe). */
 bool tsr_vgpu_is_hooked_name(const char *name);
 
-/* The hook exported as name, or NULL. */
+/* The hook exported as name (dlsym included), or NULL; early.h-safe. */
 void *tsr_vgpu_hook_named(const char *name);
 
 #endif

@@ -29,29 +29,61 @@ static TSR_VGPU_EARLY bool in_library(const void *addr, const char *prefix)
                tsr_vgpu_starts_with(tsr_vgpu_base_name(info.dli_fname), prefix);
 }
 
+/* An address inside this library, to find its own link map entry by. */
+static const char anchor;
+
+/* The link map entry of the object holding addr, or NULL. */
+static TSR_VGPU_EARLY struct link_map *map_of(const void *addr)
+{
+        struct link_map *map = NULL;
+        Dl_info info;
+
+        return dladdr1(addr, &info, (void **)&map, RTLD_DL_LINKMAP) ? map : NULL;
+}
+
+/* name as object l itself defines it, or NULL (a handle from dlopen: not for sanitizer start). */
+static TSR_VGPU_EARLY void *defined_in(struct link_map *l, const char *name)
+{
+        void *handle, *sym;
+
+        /* the program itself and the kernel's vDSO have no file to open */
+        if (!l->l_name || !l->l_name[0] || tsr_vgpu_starts_with(l->l_name, "linux-vdso") ||
+            tsr_vgpu_starts_with(l->l_name, "linux-gate") ||
+            !(handle = dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD)))
+                return NULL;
+        sym = tsr_vgpu_real_dlsym(handle, name);
+        dlclose(handle);
+        return sym && map_of(sym) == l ? sym : NULL;
+}
+
 /*
- * RTLD_NEXT for caller: the first later object in the link map defining name itself. A glibc
- * link map entry is the handle dlopen would return for it, so no dlopen is needed.
+ * RTLD_NEXT for caller: the first object after the caller's in the link map that defines name
+ * itself. A caller before this library (the program, where a sanitizer runtime lives) needs no
+ * dlopen: after the objects between it and this library come this library's own definitions,
+ * then libc's RTLD_NEXT as asked from here.
  */
 static TSR_VGPU_EARLY void *next_after(const void *caller, const char *name)
 {
-        struct link_map *self = NULL;
-        Dl_info info;
+        struct link_map *from = map_of(caller), *me = map_of(&anchor), *l;
+        void *sym;
 
-        if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+        if (!from || !me)
                 return NULL;
-        for (struct link_map *l = self->l_next; l; l = l->l_next) {
-                struct link_map *found = NULL;
-                Dl_info where;
-                void *sym;
-
-                if (!l->l_name || !l->l_name[0])
-                        continue;
-                sym = tsr_vgpu_real_dlsym(l, name);
-                if (sym && dladdr1(sym, &where, (void **)&found, RTLD_DL_LINKMAP) && found == l)
-                        return sym;
+        for (l = from->l_next; l && l != me; l = l->l_next)
+                ;
+        if (!l) {
+                /* the caller comes after this library */
+                for (l = from->l_next; l; l = l->l_next)
+                        if ((sym = defined_in(l, name)))
+                                return sym;
+                return NULL;
         }
-        return NULL;
+        for (l = from->l_next; l != me; l = l->l_next)
+                if ((sym = defined_in(l, name)))
+                        return sym;
+        if ((sym = tsr_vgpu_hook_named(name)))
+                return sym;
+        return tsr_vgpu_real_dlsym(RTLD_NEXT, name);
 }
 
 EXPORT TSR_VGPU_EARLY void *dlsym(void *restrict handle, const char *restrict name)

@@ -26,12 +26,14 @@ static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
 static dlsym_fn *libc_dlsym;
 
-static void *addr_of(tsr_any_fn *f)
+static TSR_VGPU_EARLY void *addr_of(tsr_any_fn *f)
 {
-        void *p;
+        union {
+                tsr_any_fn *function;
+                void *object;
+        } p = {f};
 
-        memcpy(&p, &f, sizeof(p));
-        return p;
+        return p.object;
 }
 
 void tsr_vgpu_log(int level, const char *fmt, ...)
@@ -168,13 +170,15 @@ TSR_VGPU_EARLY bool tsr_vgpu_is_hooked_name(const char *name)
         return false;
 }
 
-void *tsr_vgpu_hook_named(const char *name)
+TSR_VGPU_EARLY void *tsr_vgpu_hook_named(const char *name)
 {
 #define BY_NAME(fn, type)                                                                          \
-        if (!strcmp(name, #fn))                                                                    \
+        if (tsr_vgpu_same(name, #fn))                                                              \
                 return addr_of((tsr_any_fn *)fn);
         TSR_VGPU_CUDA_HOOKS(BY_NAME)
         TSR_VGPU_NVML_HOOKS(BY_NAME)
+        if (tsr_vgpu_same(name, "dlsym"))
+                return addr_of((tsr_any_fn *)dlsym);
         return NULL;
 }
 
