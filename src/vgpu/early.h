@@ -13,7 +13,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* clang's attribute also drops ThreadSanitizer's function entry and exit hooks */
+#if defined(__has_attribute) && __has_attribute(disable_sanitizer_instrumentation)
+#define TSR_VGPU_EARLY __attribute__((disable_sanitizer_instrumentation, noinline))
+#else
 #define TSR_VGPU_EARLY __attribute__((no_sanitize("address", "undefined", "thread"), noinline))
+#endif
 
 /* Whether s starts with prefix. */
 TSR_VGPU_EARLY bool tsr_vgpu_starts_with(const char *s, const char *prefix);
