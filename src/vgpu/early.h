@@ -13,9 +13,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* clang's attribute also drops ThreadSanitizer's function entry and exit hooks */
+/* clang's second attribute also drops ThreadSanitizer's function entry and exit hooks */
 #if defined(__has_attribute) && __has_attribute(disable_sanitizer_instrumentation)
-#define TSR_VGPU_EARLY __attribute__((disable_sanitizer_instrumentation, noinline))
+#define TSR_VGPU_EARLY                                                                             \
+        __attribute__((no_sanitize("address", "undefined", "thread"),                              \
+                       disable_sanitizer_instrumentation, noinline))
 #else
 #define TSR_VGPU_EARLY __attribute__((no_sanitize("address", "undefined", "thread"), noinline))
 #endif
