@@ -4,9 +4,11 @@
  *
  * dlsym: a hooked name found in the driver's own library (libcuda.so*, libnvidia-ml.so*) answers
  * the hook; everything else is libc's answer. RTLD_NEXT is caller-relative, and a call made from
- * here would be relative to this library, so it is resolved as libc would for the caller: the
- * first object after the caller's in the link map that defines the name itself. A sanitizer
- * runtime's first dlsym calls come before it is up, so this path is early.h's.
+ * here would be relative to this library, so it is resolved for the caller: the first object
+ * after the caller's in the link map that defines the name itself (elf_lookup.h; an object a
+ * program dlopen()ed with RTLD_LOCAL is searched like the rest, where libc would search only its
+ * loader's scope). A sanitizer runtime's first dlsym calls come before it is up, so this path is
+ * early.h's.
  * cuGetProcAddress (both versions): the driver answers; an address that is a hooked entry point
  * is replaced by its hook (hooks.h), so a version the interposer does not know passes through.
  */
@@ -14,6 +16,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include "vgpu/early.h"
+#include "vgpu/elf_lookup.h"
 #include "vgpu/hooks.h"
 #include "vgpu/state.h"
 
@@ -29,9 +32,6 @@ static TSR_VGPU_EARLY bool in_library(const void *addr, const char *prefix)
                tsr_vgpu_starts_with(tsr_vgpu_base_name(info.dli_fname), prefix);
 }
 
-/* An address inside this library, to find its own link map entry by. */
-static const char anchor;
-
 /* The link map entry of the object holding addr, or NULL. */
 static TSR_VGPU_EARLY struct link_map *map_of(const void *addr)
 {
@@ -41,49 +41,19 @@ static TSR_VGPU_EARLY struct link_map *map_of(const void *addr)
         return dladdr1(addr, &info, (void **)&map, RTLD_DL_LINKMAP) ? map : NULL;
 }
 
-/* name as object l itself defines it, or NULL (a handle from dlopen: not for sanitizer start). */
-static TSR_VGPU_EARLY void *defined_in(struct link_map *l, const char *name)
-{
-        void *handle, *sym;
-
-        /* the program itself and the kernel's vDSO have no file to open */
-        if (!l->l_name || !l->l_name[0] || tsr_vgpu_starts_with(l->l_name, "linux-vdso") ||
-            tsr_vgpu_starts_with(l->l_name, "linux-gate") ||
-            !(handle = dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD)))
-                return NULL;
-        sym = tsr_vgpu_real_dlsym(handle, name);
-        dlclose(handle);
-        return sym && map_of(sym) == l ? sym : NULL;
-}
-
 /*
  * RTLD_NEXT for caller: the first object after the caller's in the link map that defines name
- * itself. A caller before this library (the program, where a sanitizer runtime lives) needs no
- * dlopen: after the objects between it and this library come this library's own definitions,
- * then libc's RTLD_NEXT as asked from here.
+ * itself (this library's own exports included), read from each object's symbol table.
  */
 static TSR_VGPU_EARLY void *next_after(const void *caller, const char *name)
 {
-        struct link_map *from = map_of(caller), *me = map_of(&anchor), *l;
+        struct link_map *from = map_of(caller);
         void *sym;
 
-        if (!from || !me)
-                return NULL;
-        for (l = from->l_next; l && l != me; l = l->l_next)
-                ;
-        if (!l) {
-                /* the caller comes after this library */
-                for (l = from->l_next; l; l = l->l_next)
-                        if ((sym = defined_in(l, name)))
-                                return sym;
-                return NULL;
-        }
-        for (l = from->l_next; l != me; l = l->l_next)
-                if ((sym = defined_in(l, name)))
+        for (struct link_map *l = from ? from->l_next : NULL; l; l = l->l_next)
+                if ((sym = tsr_vgpu_elf_lookup(l, name)))
                         return sym;
-        if ((sym = tsr_vgpu_hook_named(name)))
-                return sym;
-        return tsr_vgpu_real_dlsym(RTLD_NEXT, name);
+        return NULL;
 }
 
 EXPORT TSR_VGPU_EARLY void *dlsym(void *restrict handle, const char *restrict name)
