@@ -3,6 +3,7 @@
  */
 #include "devicemanager/isolation.h"
 
+#include "base/atomic_file.h"
 #include "base/err.h"
 
 #include <errno.h>
@@ -102,62 +103,23 @@ static bool holds(const char *path, const char *data, size_t len)
         return same;
 }
 
-static int fsync_dir(const char *dir)
-{
-        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        int rc;
-
-        if (fd < 0)
-                return -1;
-        rc = fsync(fd);
-        close(fd);
-        return rc;
-}
-
 /*
- * Writes data[0..len) to dir/name atomically, mode 0644, unless it holds that already (*written
- * counts a write). Returns 0, or TSR_EIO with diag naming the file.
+ * Writes data[0..len) to dir/name atomically (base/atomic_file.h), mode 0644, unless it holds
+ * that already (*written counts a write). Returns 0, or TSR_EIO / TSR_ETOOBIG with diag naming the
+ * file.
  */
 static int put(const char *dir, const char *name, const char *data, size_t len, unsigned *written,
                struct tsr_diag *diag)
 {
-        char path[TSR_DM_ISOLATION_PATH_MAX + 64], tmp[TSR_DM_ISOLATION_PATH_MAX + 96];
-        size_t off = 0;
-        int fd, err;
+        char path[TSR_DM_ISOLATION_PATH_MAX + 64];
+        int rc;
 
         snprintf(path, sizeof(path), "%s/%s", dir, name);
         if (holds(path, data, len))
                 return 0;
-        snprintf(tmp, sizeof(tmp), "%s/.%s.%ld.tmp", dir, name, (long)getpid());
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0)
-                return tsr_diag_set(diag, TSR_EIO, "slice isolation: cannot write %s: %s", tmp,
-                                    strerror(errno));
-        err = 0;
-        while (off < len && !err) {
-                ssize_t w = write(fd, data + off, len - off);
-
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w <= 0)
-                        err = w < 0 ? errno : EIO;
-                else
-                        off += (size_t)w;
-        }
-        if (!err && (fchmod(fd, 0644) || fsync(fd)))
-                err = errno;
-        if (close(fd) && !err)
-                err = errno;
-        if (!err && rename(tmp, path))
-                err = errno;
-        if (err) {
-                unlink(tmp);
-                return tsr_diag_set(diag, TSR_EIO, "slice isolation: cannot write %s: %s", path,
-                                    strerror(err));
-        }
-        if (fsync_dir(dir))
-                return tsr_diag_set(diag, TSR_EIO, "slice isolation: cannot sync %s: %s", dir,
-                                    strerror(errno));
+        rc = tsr_atomic_write(path, data, len, 0644, "slice isolation", diag);
+        if (rc)
+                return rc;
         (*written)++;
         return 0;
 }

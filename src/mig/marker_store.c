@@ -4,6 +4,7 @@
  */
 #include "mig/marker_store.h"
 
+#include "base/atomic_file.h"
 #include "base/err.h"
 
 #include <dirent.h>
@@ -101,18 +102,6 @@ struct files_store {
         struct tsr_mig_store base;
         char root[TSR_MIG_PATH_MAX];
 };
-
-static int fsync_dir(const char *dir)
-{
-        int fd = open(dir, O_RDONLY | O_DIRECTORY);
-        int rc;
-
-        if (fd < 0)
-                return -1;
-        rc = fsync(fd);
-        close(fd);
-        return rc;
-}
 
 /* Reads at most max bytes of path into buf. 0, 1 when the file is gone, -1 on error. */
 static int read_small(const char *path, char *buf, size_t max, size_t *len)
@@ -256,17 +245,13 @@ static int mkdir_one(const char *dir)
 static int files_put(struct tsr_mig_store *s, const struct tsr_mig_marker *m, struct tsr_diag *diag)
 {
         struct files_store *fs = (struct files_store *)s;
-        char rel[TSR_MIG_PATH_MAX], path[TSR_MIG_PATH_MAX], dir[TSR_MIG_PATH_MAX],
-            tmp[TSR_MIG_PATH_MAX];
+        char rel[TSR_MIG_PATH_MAX], path[TSR_MIG_PATH_MAX], dir[TSR_MIG_PATH_MAX];
         char *body = NULL;
-        size_t len, off = 0;
-        int fd, rc = rel_path(m->pod_uid, m->container, m->card, rel, sizeof(rel), diag);
+        int rc = rel_path(m->pod_uid, m->container, m->card, rel, sizeof(rel), diag);
 
         if (rc)
                 return rc;
-        if (!pathf(path, sizeof(path), "%s/%s", fs->root, rel) ||
-            !pathf(tmp, sizeof(tmp), "%s/%s/c-%s/.marker-XXXXXX", fs->root, m->pod_uid,
-                   m->container))
+        if (!pathf(path, sizeof(path), "%s/%s", fs->root, rel))
                 return tsr_diag_set(diag, TSR_ETOOBIG, "MIG marker: path too long");
         pathf(dir, sizeof(dir), "%s/%s", fs->root, m->pod_uid);
         if (mkdir_one(dir))
@@ -276,38 +261,10 @@ static int files_put(struct tsr_mig_store *s, const struct tsr_mig_marker *m, st
                 return tsr_diag_set(diag, TSR_EIO, "MIG marker: %s: %s", dir, strerror(errno));
         if (tsr_mig_marker_encode(m, &body))
                 return tsr_diag_set(diag, TSR_ENOMEM, "MIG marker: out of memory");
-        len = strlen(body);
-        fd = mkstemp(tmp);
-        if (fd < 0) {
-                free(body);
-                return tsr_diag_set(diag, TSR_EIO, "MIG marker: %s: %s", tmp, strerror(errno));
-        }
-        while (off < len) {
-                ssize_t w = write(fd, body + off, len - off);
-
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0)
-                        break;
-                off += (size_t)w;
-        }
+        rc = tsr_atomic_write(path, body, strlen(body), 0600, "MIG marker", diag);
         free(body);
-        if (off < len || fsync(fd) || close(fd)) {
-                rc =
-                    tsr_diag_set(diag, TSR_EIO, "MIG marker: writing %s: %s", tmp, strerror(errno));
-                if (off < len)
-                        close(fd);
-                unlink(tmp);
+        if (rc)
                 return rc;
-        }
-        if (rename(tmp, path)) {
-                rc = tsr_diag_set(diag, TSR_EIO, "MIG marker: %s: %s", path, strerror(errno));
-                unlink(tmp);
-                return rc;
-        }
-        if (fsync_dir(dir))
-                return tsr_diag_set(diag, TSR_EIO, "MIG marker: fsync %s: %s", dir,
-                                    strerror(errno));
         hook(s, "marker_put:after");
         return 0;
 }
@@ -324,7 +281,7 @@ static int files_remove(struct tsr_mig_store *s, const char *path, struct tsr_di
         slash = strrchr(dir, '/');
         if (slash) {
                 *slash = '\0';
-                if (fsync_dir(dir) && errno != ENOENT)
+                if (tsr_fsync_dir(dir) && errno != ENOENT)
                         return tsr_diag_set(diag, TSR_EIO, "MIG marker: fsync %s: %s", dir,
                                             strerror(errno));
         }

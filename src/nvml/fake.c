@@ -8,6 +8,7 @@
  */
 #include "nvml/fake.h"
 
+#include "base/atomic_file.h"
 #include "base/err.h"
 #include "base/fnv.h"
 #include "core/geometry.h"
@@ -723,57 +724,24 @@ fail:
         return NULL;
 }
 
-static int fsync_dir_of(const char *path)
-{
-        const char *slash = strrchr(path, '/');
-        char dir[4096];
-        int fd, rc;
-
-        if (!slash)
-                snprintf(dir, sizeof(dir), ".");
-        else if ((size_t)(slash - path) + 1 >= sizeof(dir))
-                return TSR_EINVAL;
-        else
-                snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-        fd = open(dir, O_RDONLY);
-        if (fd < 0)
-                return TSR_EIO;
-        rc = fsync(fd) ? TSR_EIO : 0;
-        close(fd);
-        return rc;
-}
-
 int tsr_fake_gpus_save(const struct tsr_fake_gpus *f, const char *path)
 {
         json_t *root = state_json(f);
-        char tmp[4096];
-        FILE *fp;
-        int rc = 0;
+        char *text;
+        size_t len;
+        int rc;
 
         if (!root)
                 return TSR_ENOMEM;
-        if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
-                json_decref(root);
-                return TSR_EINVAL;
-        }
-        fp = fopen(tmp, "w");
-        if (!fp) {
-                json_decref(root);
-                return TSR_EIO;
-        }
-        if (json_dumpf(root, fp, JSON_INDENT(1) | JSON_SORT_KEYS) || fputc('\n', fp) == EOF ||
-            fflush(fp) || fsync(fileno(fp)))
-                rc = TSR_EIO;
-        if (fclose(fp))
-                rc = TSR_EIO;
+        text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
         json_decref(root);
-        if (!rc && rename(tmp, path))
-                rc = TSR_EIO;
-        if (rc) {
-                unlink(tmp);
-                return rc;
-        }
-        return fsync_dir_of(path);
+        if (!text)
+                return TSR_ENOMEM;
+        len = strlen(text);
+        text[len] = '\n'; /* over the terminator: the buffer is bytes from here on */
+        rc = tsr_atomic_write(path, text, len + 1, 0644, "fake GPUs", NULL);
+        free(text);
+        return rc;
 }
 
 static int load_gi(const struct tsr_fake_gpus *f, json_t *j, struct fake_gi *in)
