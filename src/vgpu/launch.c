@@ -32,88 +32,62 @@ static void admit(uint64_t blocks)
                 tsr_vgpu_throttle_admit(s, dev, blocks);
 }
 
-EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                               unsigned int bx, unsigned int by, unsigned int bz,
-                               unsigned int shared, CUstream stream, void **params, void **extra)
-{
-        admit(tsr_vgpu_grid_blocks(gx, gy, gz));
-        if (!tsr_vgpu_real.cuLaunchKernel)
-                return CUDA_ERROR_NOT_SUPPORTED;
-        return tsr_vgpu_real.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params,
-                                            extra);
-}
+/* cuLaunchKernel and its _ptsz twin: the grid's blocks admitted, then the driver's. */
+#define LAUNCH_KERNEL_HOOK(name)                                                                   \
+        EXPORT CUresult name(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,      \
+                             unsigned int bx, unsigned int by, unsigned int bz,                    \
+                             unsigned int shared, CUstream stream, void **params, void **extra)    \
+        {                                                                                          \
+                admit(tsr_vgpu_grid_blocks(gx, gy, gz));                                           \
+                if (!tsr_vgpu_real.name)                                                           \
+                        return CUDA_ERROR_NOT_SUPPORTED;                                           \
+                return tsr_vgpu_real.name(f, gx, gy, gz, bx, by, bz, shared, stream, params,       \
+                                          extra);                                                  \
+        }
 
-EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                    unsigned int bx, unsigned int by, unsigned int bz,
-                                    unsigned int shared, CUstream stream, void **params,
-                                    void **extra)
-{
-        admit(tsr_vgpu_grid_blocks(gx, gy, gz));
-        if (!tsr_vgpu_real.cuLaunchKernel_ptsz)
-                return CUDA_ERROR_NOT_SUPPORTED;
-        return tsr_vgpu_real.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, stream, params,
-                                                 extra);
-}
+/* cuLaunchCooperativeKernel and its _ptsz twin. */
+#define LAUNCH_COOPERATIVE_HOOK(name)                                                              \
+        EXPORT CUresult name(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,      \
+                             unsigned int bx, unsigned int by, unsigned int bz,                    \
+                             unsigned int shared, CUstream stream, void **params)                  \
+        {                                                                                          \
+                admit(tsr_vgpu_grid_blocks(gx, gy, gz));                                           \
+                if (!tsr_vgpu_real.name)                                                           \
+                        return CUDA_ERROR_NOT_SUPPORTED;                                           \
+                return tsr_vgpu_real.name(f, gx, gy, gz, bx, by, bz, shared, stream, params);      \
+        }
 
-EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
-                                          unsigned int gz, unsigned int bx, unsigned int by,
-                                          unsigned int bz, unsigned int shared, CUstream stream,
-                                          void **params)
-{
-        admit(tsr_vgpu_grid_blocks(gx, gy, gz));
-        if (!tsr_vgpu_real.cuLaunchCooperativeKernel)
-                return CUDA_ERROR_NOT_SUPPORTED;
-        return tsr_vgpu_real.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream,
-                                                       params);
-}
+/* cuLaunchKernelEx and its _ptsz twin: the config's grid. */
+#define LAUNCH_EX_HOOK(name)                                                                       \
+        EXPORT CUresult name(const CUlaunchConfig *config, CUfunction f, void **params,            \
+                             void **extra)                                                         \
+        {                                                                                          \
+                if (config)                                                                        \
+                        admit(tsr_vgpu_grid_blocks(config->gridDimX, config->gridDimY,             \
+                                                   config->gridDimZ));                             \
+                if (!tsr_vgpu_real.name)                                                           \
+                        return CUDA_ERROR_NOT_SUPPORTED;                                           \
+                return tsr_vgpu_real.name(config, f, params, extra);                               \
+        }
 
-EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
-                                               unsigned int gz, unsigned int bx, unsigned int by,
-                                               unsigned int bz, unsigned int shared,
-                                               CUstream stream, void **params)
-{
-        admit(tsr_vgpu_grid_blocks(gx, gy, gz));
-        if (!tsr_vgpu_real.cuLaunchCooperativeKernel_ptsz)
-                return CUDA_ERROR_NOT_SUPPORTED;
-        return tsr_vgpu_real.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared,
-                                                            stream, params);
-}
+/* cuGraphLaunch and its _ptsz twin: a graph's grid is unknown, it costs the average kernel. */
+#define GRAPH_LAUNCH_HOOK(name)                                                                    \
+        EXPORT CUresult name(CUgraphExec exec, CUstream stream)                                    \
+        {                                                                                          \
+                admit(tsr_vgpu_average_blocks());                                                  \
+                if (!tsr_vgpu_real.name)                                                           \
+                        return CUDA_ERROR_NOT_SUPPORTED;                                           \
+                return tsr_vgpu_real.name(exec, stream);                                           \
+        }
 
-EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
-                                 void **extra)
-{
-        if (config)
-                admit(tsr_vgpu_grid_blocks(config->gridDimX, config->gridDimY, config->gridDimZ));
-        if (!tsr_vgpu_real.cuLaunchKernelEx)
-                return CUDA_ERROR_NOT_SUPPORTED;
-        return tsr_vgpu_real.cuLaunchKernelEx(config, f, params, extra);
-}
-
-EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
-                                      void **extra)
-{
-        if (config)
-                admit(tsr_vgpu_grid_blocks(config->gridDimX, config->gridDimY, config->gridDimZ));
-        if (!tsr_vgpu_real.cuLaunchKernelEx_ptsz)
-                return CUDA_ERROR_NOT_SUPPORTED;
-        return tsr_vgpu_real.cuLaunchKernelEx_ptsz(config, f, params, extra);
-}
-
-EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
-{
-        admit(tsr_vgpu_average_blocks());
-        if (!tsr_vgpu_real.cuGraphLaunch)
-                return CUDA_ERROR_NOT_SUPPORTED;
-        return tsr_vgpu_real.cuGraphLaunch(exec, stream);
-}
-
-EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream)
-{
-        admit(tsr_vgpu_average_blocks());
-        if (!tsr_vgpu_real.cuGraphLaunch_ptsz)
-                return CUDA_ERROR_NOT_SUPPORTED;
-        return tsr_vgpu_real.cuGraphLaunch_ptsz(exec, stream);
-}
+LAUNCH_KERNEL_HOOK(cuLaunchKernel)
+LAUNCH_KERNEL_HOOK(cuLaunchKernel_ptsz)
+LAUNCH_COOPERATIVE_HOOK(cuLaunchCooperativeKernel)
+LAUNCH_COOPERATIVE_HOOK(cuLaunchCooperativeKernel_ptsz)
+LAUNCH_EX_HOOK(cuLaunchKernelEx)
+LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
+GRAPH_LAUNCH_HOOK(cuGraphLaunch)
+GRAPH_LAUNCH_HOOK(cuGraphLaunch_ptsz)
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
 {

@@ -366,82 +366,36 @@ static CUresult array_create(enum tsr_vgpu_kind kind, uint64_t bytes,
         return settle(s, rc, kind, handle, dev, bytes);
 }
 
-static CUresult create_v2(const struct array_args *a)
-{
-        return tsr_vgpu_real.cuArrayCreate_v2(a->arr, a->desc);
-}
-
-static CUresult create_v1(const struct array_args *a)
-{
-        return tsr_vgpu_real.cuArrayCreate(a->arr, a->desc);
-}
-
-static CUresult create_3d_v2(const struct array_args *a)
-{
-        return tsr_vgpu_real.cuArray3DCreate_v2(a->arr, a->desc);
-}
-
-static CUresult create_3d_v1(const struct array_args *a)
-{
-        return tsr_vgpu_real.cuArray3DCreate(a->arr, a->desc);
-}
-
 static CUresult create_mipmapped(const struct array_args *a)
 {
         return tsr_vgpu_real.cuMipmappedArrayCreate(a->mip, a->desc, a->levels);
 }
 
-EXPORT CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *d)
-{
-        struct array_args a = {arr, NULL, d, 0};
+/* An array entry point: its descriptor's extent (depth: 1 for 2D) charged, then the driver's. */
+#define ARRAY_HOOK(name, descriptor, depth)                                                        \
+        static CUresult create_##name(const struct array_args *a)                                  \
+        {                                                                                          \
+                return tsr_vgpu_real.name(a->arr, a->desc);                                        \
+        }                                                                                          \
+                                                                                                   \
+        EXPORT CUresult name(CUarray *arr, const descriptor *d)                                    \
+        {                                                                                          \
+                struct array_args a = {arr, NULL, d, 0};                                           \
+                                                                                                   \
+                tsr_vgpu_cuda();                                                                   \
+                REAL_OR_UNSUPPORTED(name);                                                         \
+                if (!d)                                                                            \
+                        return tsr_vgpu_real.name(arr, d);                                         \
+                return array_create(                                                               \
+                    TSR_VGPU_HELD_ARRAY,                                                           \
+                    extent_bytes(d->Width, d->Height, depth, d->NumChannels, d->Format),           \
+                    create_##name, &a);                                                            \
+        }
 
-        tsr_vgpu_cuda();
-        REAL_OR_UNSUPPORTED(cuArrayCreate_v2);
-        if (!d)
-                return tsr_vgpu_real.cuArrayCreate_v2(arr, d);
-        return array_create(TSR_VGPU_HELD_ARRAY,
-                            extent_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format),
-                            create_v2, &a);
-}
-
-EXPORT CUresult cuArrayCreate(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
-{
-        struct array_args a = {arr, NULL, d, 0};
-
-        tsr_vgpu_cuda();
-        REAL_OR_UNSUPPORTED(cuArrayCreate);
-        if (!d)
-                return tsr_vgpu_real.cuArrayCreate(arr, d);
-        return array_create(TSR_VGPU_HELD_ARRAY,
-                            extent_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format),
-                            create_v1, &a);
-}
-
-EXPORT CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *d)
-{
-        struct array_args a = {arr, NULL, d, 0};
-
-        tsr_vgpu_cuda();
-        REAL_OR_UNSUPPORTED(cuArray3DCreate_v2);
-        if (!d)
-                return tsr_vgpu_real.cuArray3DCreate_v2(arr, d);
-        return array_create(TSR_VGPU_HELD_ARRAY,
-                            extent_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format),
-                            create_3d_v2, &a);
-}
-
-EXPORT CUresult cuArray3DCreate(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
-{
-        struct array_args a = {arr, NULL, d, 0};
-
-        tsr_vgpu_cuda();
-        REAL_OR_UNSUPPORTED(cuArray3DCreate);
-        if (!d)
-                return tsr_vgpu_real.cuArray3DCreate(arr, d);
-        return array_create(TSR_VGPU_HELD_ARRAY,
-                            extent_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format),
-                            create_3d_v1, &a);
-}
+ARRAY_HOOK(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, 1)
+ARRAY_HOOK(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1, 1)
+ARRAY_HOOK(cuArray3DCreate_v2, CUDA_ARRAY3D_DESCRIPTOR, d->Depth)
+ARRAY_HOOK(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1, d->Depth)
 
 EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *arr, const CUDA_ARRAY3D_DESCRIPTOR *d,
                                        unsigned int levels)
