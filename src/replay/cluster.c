@@ -101,15 +101,13 @@ int64_t tsr_rnode_free_milli(const struct tsr_rnode *n)
         return s;
 }
 
-int64_t tsr_rnode_room(const struct tsr_rnode *n, int64_t cpu, int64_t mem)
+size_t tsr_rnode_tas_resources(const struct tsr_rnode *n, int64_t cpu, int64_t mem,
+                               struct tsr_tas_resource *out)
 {
-        int64_t k = TSR_RNODE_PODS_MAX - (int64_t)n->pods;
-
-        if (cpu && n->cpu_free / cpu < k)
-                k = n->cpu_free / cpu;
-        if (mem && n->mem_free / mem < k)
-                k = n->mem_free / mem;
-        return k > 0 ? k : 0;
+        out[0] = (struct tsr_tas_resource){n->cpu_cap, n->cpu_cap - n->cpu_free, cpu};
+        out[1] = (struct tsr_tas_resource){n->mem_cap, n->mem_cap - n->mem_free, mem};
+        out[2] = (struct tsr_tas_resource){TSR_RNODE_PODS_MAX, n->pods, 1};
+        return TSR_RNODE_TAS_RESOURCES;
 }
 
 int tsr_rnode_best_gpu(const struct tsr_rnode *n, unsigned milli)

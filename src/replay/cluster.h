@@ -18,10 +18,12 @@
 #include <stdint.h>
 
 #include "base/diag.h"
+#include "core/tas.h"
 #include "replay/trace.h"
 
 #define TSR_RCLUSTER_MODELS_MAX 64
 #define TSR_RNODE_PODS_MAX      1001 /* the simulator's pods allocatable per node */
+#define TSR_RNODE_TAS_RESOURCES 3    /* cpu, memory, pods */
 #define TSR_RTAGS               (TSR_TRACE_GPUS_MAX + 1) /* 0: GPU-sharing, k: k whole GPUs */
 
 struct tsr_rnode {
@@ -72,9 +74,11 @@ void tsr_rcluster_pod(const struct tsr_rcluster *c, const struct tsr_trace_pod *
  * GPU with free >= milli; a whole-GPU pod: num_gpu fully free GPUs). */
 bool tsr_rnode_fits(const struct tsr_rnode *n, const struct tsr_rpod *p);
 
-/* How many pods asking cpu and mem the node's CPU, memory and pod slots still fit (TAS's count
- * before the accelerator resources; 0 when none). */
-int64_t tsr_rnode_room(const struct tsr_rnode *n, int64_t cpu, int64_t mem);
+/* The node's CPU, memory and pod slots as TAS counts them for a pod asking cpu and mem
+ * (out[0..TSR_RNODE_TAS_RESOURCES)); the policies append their accelerator resources. Returns
+ * how many it wrote. */
+size_t tsr_rnode_tas_resources(const struct tsr_rnode *n, int64_t cpu, int64_t mem,
+                               struct tsr_tas_resource *out);
 
 /* The fitting GPU with the least free milli, ties to the lowest index; -1 when none. */
 int tsr_rnode_best_gpu(const struct tsr_rnode *n, unsigned milli);

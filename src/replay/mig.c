@@ -10,6 +10,7 @@
 #include "core/geometry.h"
 #include "core/keys.h"
 #include "core/node_keys.h"
+#include "core/tas.h"
 #include "replay/arrival.h"
 #include "replay/report.h"
 
@@ -204,49 +205,43 @@ bool tsr_mig_task_of(const struct tsr_mig_cluster *c, const struct tsr_trace_pod
         return !t.cards || t.profile >= 0;
 }
 
-static int64_t at_most(int64_t a, int64_t b)
-{
-        return a < b ? a : b;
-}
-
 /* How many tasks like t node i still fits, as TAS counts it (0: none). */
 static int64_t fits(const struct tsr_mig_cluster *c, size_t i, const struct tsr_mig_task *t)
 {
         const struct tsr_rnode *n = &c->rc->nodes[i];
-        int64_t k = tsr_rnode_room(n, t->cpu, t->mem);
+        struct tsr_tas_resource r[TSR_RNODE_TAS_RESOURCES + 3];
+        size_t k = tsr_rnode_tas_resources(n, t->cpu, t->mem, r);
 
         if (t->cards) {
                 const struct tsr_mig_free *f = &c->free[i];
 
                 if (!n->n_gpus)
                         return 0;
-                k = at_most(k, f->pool / t->cards);
-                k = at_most(k, f->profile[t->profile] / t->cards);
-                k = at_most(k, f->units / (t->cards * c->units[t->profile]));
+                /* .partitioned, .partitioned.mig-<q>, .partitioned.units: one instance per card */
+                r[k++] = (struct tsr_tas_resource){f->pool, 0, t->cards};
+                r[k++] = (struct tsr_tas_resource){f->profile[t->profile], 0, t->cards};
+                r[k++] = (struct tsr_tas_resource){f->units, 0, t->cards * c->units[t->profile]};
         }
-        return k > 0 ? k : 0;
+        return tsr_tas_fits(r, k, NULL);
 }
 
 /* TAS over the nodes with gpus GPUs (0: every node): the fewest fits, ties by name. */
 static size_t least_fits(const struct tsr_mig_cluster *c, const struct tsr_mig_task *t,
                          unsigned gpus)
 {
-        size_t best = SIZE_MAX;
-        int64_t least = 0;
+        struct tsr_tas_candidate best = {SIZE_MAX, NULL, 0};
 
         for (size_t k = 0; k < c->rc->n_nodes; k++) {
                 size_t i = c->by_name[k];
-                int64_t room;
+                struct tsr_tas_candidate cand;
 
                 if (gpus && c->rc->nodes[i].n_gpus != gpus)
                         continue;
-                room = fits(c, i, t);
-                if (room && (best == SIZE_MAX || room < least)) {
-                        best = i;
-                        least = room;
-                }
+                cand = (struct tsr_tas_candidate){i, c->nodes[i].name, fits(c, i, t)};
+                if (cand.fits && (best.node == SIZE_MAX || tsr_tas_before(&cand, &best)))
+                        best = cand;
         }
-        return best;
+        return best.node;
 }
 
 static void demand_of(const struct tsr_mig_cluster *c, const struct tsr_mig_task *t,

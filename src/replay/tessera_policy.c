@@ -38,6 +38,7 @@
 #include "core/capability.h"
 #include "core/catalog.h"
 #include "core/fit.h"
+#include "core/tas.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -189,11 +190,6 @@ static unsigned idle_cards(const struct tessera *t, size_t i, unsigned n_gpus)
         return k;
 }
 
-static int64_t at_most(int64_t a, int64_t b)
-{
-        return a < b ? a : b;
-}
-
 /* How many pods like pod node i still fits, as TAS counts it (0: excluded or full). */
 static int64_t fits(const struct tsr_policy_env *env, const struct tessera *t, size_t i,
                     const struct tsr_rpod *pod)
@@ -201,7 +197,8 @@ static int64_t fits(const struct tsr_policy_env *env, const struct tessera *t, s
         const struct tsr_rnode *n = &env->cluster->nodes[i];
         const struct tsr_accel_cap *caps = &t->caps[t->first[i]];
         const struct tsr_accel_ledger *l = &t->ledger[t->first[i]];
-        int64_t k = tsr_rnode_room(n, pod->cpu, pod->mem);
+        struct tsr_tas_resource r[TSR_RNODE_TAS_RESOURCES + 2];
+        size_t k = tsr_rnode_tas_resources(n, pod->cpu, pod->mem, r);
 
         if (pod->fractional) {
                 int64_t units = (int64_t)pod->milli * UNITS_PER_MILLI, slots = 0, free_units = 0;
@@ -216,15 +213,16 @@ static int64_t fits(const struct tsr_policy_env *env, const struct tessera *t, s
                         slots += caps[g].slice_slots - l[g].allocated_slices;
                         free_units += l[g].remaining;
                 }
-                k = at_most(k, at_most(slots, free_units / units));
+                r[k++] = (struct tsr_tas_resource){slots, 0, 1};          /* .sliced */
+                r[k++] = (struct tsr_tas_resource){free_units, 0, units}; /* .sliced.units */
         } else if (pod->num_gpu) {
                 int64_t whole = 0;
 
                 for (unsigned g = 0; g < n->n_gpus; g++)
                         whole += tsr_fit_whole(&caps[g], &l[g]);
-                k = at_most(k, whole / pod->num_gpu);
+                r[k++] = (struct tsr_tas_resource){whole, 0, pod->num_gpu}; /* nvidia.com/gpu */
         }
-        return k > 0 ? k : 0;
+        return tsr_tas_fits(r, k, NULL);
 }
 
 static bool tessera_place(const struct tsr_policy_env *env, void *state, const struct tsr_rpod *pod,
@@ -238,20 +236,21 @@ static bool tessera_place(const struct tsr_policy_env *env, void *state, const s
                 const struct flavor *fl = &t->flavor[f];
                 bool generic = f + 1 == t->n_flavors, tiers = generic && t->idle_tiers;
                 unsigned tier = 0;
-                int64_t least = 0;
+                struct tsr_tas_candidate least = {0};
 
                 if (generic != !pod->num_gpu || (!generic && !((pod->models >> fl->model) & 1u)))
                         continue;
-                for (size_t k = 0; k < fl->n; k++) { /* by name: the first of equals wins */
+                for (size_t k = 0; k < fl->n; k++) {
                         size_t i = fl->node[k];
-                        int64_t room = fits(env, t, i, pod);
+                        struct tsr_tas_candidate cand = {i, env->nodes[i].name,
+                                                         fits(env, t, i, pod)};
                         /* tiered: the generic flavors in idle-cards order, then TAS's order */
                         unsigned ti = tiers ? idle_cards(t, i, c->nodes[i].n_gpus) : 0;
 
-                        if (room &&
-                            (best == SIZE_MAX || ti < tier || (ti == tier && room < least))) {
+                        if (cand.fits && (best == SIZE_MAX || ti < tier ||
+                                          (ti == tier && tsr_tas_before(&cand, &least)))) {
                                 best = i;
-                                least = room;
+                                least = cand;
                                 tier = ti;
                         }
                 }

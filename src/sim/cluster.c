@@ -12,6 +12,7 @@
 #include "codec/devices_object.h"
 #include "codec/kueue_chain.h"
 #include "core/pod_resources.h"
+#include "core/tas.h"
 #include "mig/marker_store.h"
 #include "mig/reclaim.h"
 #include "sim/actors.h"
@@ -453,25 +454,17 @@ struct sim_node_state *sim_node_states(const struct tsr_cluster *c)
 unsigned sim_node_state_fits(const struct sim_node_state *s, const struct pod_resources *req,
                              const char **short_of)
 {
-        int64_t best = INT64_MAX;
+        struct tsr_tas_resource r[POD_RESOURCES_MAX];
+        int64_t fits;
+        int short_k;
 
-        *short_of = NULL;
-        for (size_t r = 0; r < req->n; r++) {
-                int64_t want = req->r[r].value, have = pod_resources_get(&s->alloc, req->r[r].name);
-                int64_t used = pod_resources_get(&s->used, req->r[r].name), fit;
-
-                if (want <= 0)
-                        continue;
-                if (used < 0)
-                        used = 0;
-                fit = have < 0 || have - used < want ? 0 : (have - used) / want;
-                if (fit < best) {
-                        best = fit;
-                        if (fit == 0)
-                                *short_of = req->r[r].name;
-                }
-        }
-        return best > 1000000 ? 1000000 : (unsigned)best;
+        for (size_t k = 0; k < req->n; k++)
+                r[k] = (struct tsr_tas_resource){pod_resources_get(&s->alloc, req->r[k].name),
+                                                 pod_resources_get(&s->used, req->r[k].name),
+                                                 req->r[k].value};
+        fits = tsr_tas_fits(r, req->n, &short_k);
+        *short_of = short_k < 0 ? NULL : req->r[short_k].name;
+        return (unsigned)fits;
 }
 
 void sim_node_states_free(struct sim_node_state *ns, size_t n)

@@ -25,6 +25,7 @@
 #include "codec/kueue_chain.h"
 #include "core/credits.h"
 #include "core/pod_resources.h"
+#include "core/tas.h"
 #include "sim/resources.h"
 
 #include <nettle/sha1.h>
@@ -436,17 +437,20 @@ struct attempt {
 static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim_podset *ps, int f,
                       const struct pod_resources *req, char *why, size_t len)
 {
-        size_t *order = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*order));
-        unsigned *fits = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*fits));
-        unsigned total = 0, left = ps->count, affinity = 0, in_flavor = 0, by_res = 0;
+        struct tsr_tas_candidate *cand = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*cand));
+        struct tsr_tas_take *take = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*take));
+        unsigned total = 0, affinity = 0, in_flavor = 0, by_res = 0;
         const char *res_name = NULL;
-        size_t n = 0;
+        size_t n = 0, n_take;
         bool ok = false;
 
-        if (!order || !fits)
+        if (!cand || !take) {
+                snprintf(why, len, "out of memory");
                 goto out;
+        }
         for (size_t i = 0; i < c->n_nodes; i++) {
                 const char *short_of;
+                unsigned fits;
 
                 if (a->node_flavor[i] != f)
                         continue;
@@ -456,26 +460,16 @@ static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim
                         affinity++;
                         continue;
                 }
-                fits[i] = sim_node_state_fits(&a->nodes[i], req, &short_of);
-                if (!fits[i]) {
+                fits = sim_node_state_fits(&a->nodes[i], req, &short_of);
+                if (!fits) {
                         by_res++;
                         res_name = short_of;
                         continue;
                 }
-                total += fits[i];
-                /* least free capacity first, ties by name */
-                size_t at = n;
-
-                while (at > 0 && (fits[order[at - 1]] > fits[i] ||
-                                  (fits[order[at - 1]] == fits[i] &&
-                                   strcmp(c->nodes[order[at - 1]].name, c->nodes[i].name) > 0))) {
-                        order[at] = order[at - 1];
-                        at--;
-                }
-                order[at] = i;
-                n++;
+                total += fits;
+                cand[n++] = (struct tsr_tas_candidate){i, c->nodes[i].name, fits};
         }
-        if (total < ps->count) {
+        if (!tsr_tas_assign(cand, n, ps->count, take, &n_take)) {
                 struct tsr_chain_topology topology;
                 size_t o;
 
@@ -499,21 +493,20 @@ static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim
                         snprintf(why + o, len - o, "resource \"%s\": %u", res_name, by_res);
                 goto out;
         }
-        ps->assign = calloc(n ? n : 1, sizeof(*ps->assign));
-        if (!ps->assign)
+        ps->assign = calloc(n_take ? n_take : 1, sizeof(*ps->assign));
+        if (!ps->assign) {
+                snprintf(why, len, "out of memory");
                 goto out;
+        }
         ps->n_assign = 0;
-        for (size_t x = 0; x < n && left > 0; x++) {
-                unsigned take = fits[order[x]] < left ? fits[order[x]] : left;
-
-                ps->assign[ps->n_assign++] = (struct sim_assignment){order[x], take};
-                sim_resources_charge(&a->nodes[order[x]].used, req, take);
-                left -= take;
+        for (size_t x = 0; x < n_take; x++) {
+                ps->assign[ps->n_assign++] = (struct sim_assignment){take[x].node, take[x].count};
+                sim_resources_charge(&a->nodes[take[x].node].used, req, take[x].count);
         }
         ok = true;
 out:
-        free(order);
-        free(fits);
+        free(cand);
+        free(take);
         return ok;
 }
 
