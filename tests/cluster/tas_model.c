@@ -1,0 +1,347 @@
+/*
+ * tas_model.c - the model's side of the differential test (test_tas_fidelity.py): tessera's
+ * core placement rule (core/tas.h) fed the very objects the test sends to Kueue v0.17.
+ *
+ * Reads one JSON object on standard input:
+ *   config        the Kueue Configuration Kueue runs (its resources.transformations and
+ *                 excludeResourcePrefixes are applied to each Pod's requests, as Kueue does when
+ *                 it builds the Workload)
+ *   nodes         Node objects (metadata.labels, status.allocatable)
+ *   flavors       ResourceFlavor objects (spec.nodeLabels)
+ *   clusterQueues ClusterQueue objects (spec.resourceGroups: covered resources, flavors in order,
+ *                 nominal quotas)
+ *   localQueues   LocalQueue objects (spec.clusterQueue)
+ *   pods          Pod objects in submission order (the queue-name label, requests, node
+ *                 affinity and nodeSelector)
+ * and prints {"placements": {POD: NODE or null}}: each Pod placed, one at a time, on the state its
+ * predecessors left, by Kueue's flavor assignment (the ClusterQueue's flavors in order; a flavor
+ * fits when every requested resource is covered, the quota has room and TAS places the Pod) and
+ * TAS at hostname level (the flavor's nodes that match its nodeLabels and the Pod's affinity,
+ * counted and ordered by tsr_tas_fits / tsr_tas_before, plus the `pods` resource). A Pod that does
+ * not fit is dropped, as the test deletes it on the real cluster. Quantities are compared in
+ * milli-units. Exit status 2 with a message on malformed input.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/quantity.h"
+#include "codec/affinity.h"
+#include "core/tas.h"
+
+#define RES_MAX 32
+
+struct amounts {
+        size_t n;
+        const char *name[RES_MAX];
+        int64_t milli[RES_MAX];
+};
+
+static void die(const char *what)
+{
+        fprintf(stderr, "tas_model: %s\n", what);
+        exit(2);
+}
+
+static int64_t *slot(struct amounts *a, const char *name)
+{
+        for (size_t k = 0; k < a->n; k++)
+                if (!strcmp(a->name[k], name))
+                        return &a->milli[k];
+        if (a->n == RES_MAX)
+                die("too many resources");
+        a->name[a->n] = name;
+        a->milli[a->n] = 0;
+        return &a->milli[a->n++];
+}
+
+static int64_t get(const struct amounts *a, const char *name, int64_t absent)
+{
+        for (size_t k = 0; k < a->n; k++)
+                if (!strcmp(a->name[k], name))
+                        return a->milli[k];
+        return absent;
+}
+
+static int64_t milli_of(json_t *v)
+{
+        struct tsr_quantity q;
+        int64_t m;
+
+        if (json_is_integer(v))
+                return json_integer_value(v) * 1000;
+        if (!json_is_string(v) || tsr_quantity_parse(json_string_value(v), &q, NULL) ||
+            tsr_quantity_milli(&q, &m))
+                die("a quantity is malformed");
+        return m;
+}
+
+static void read_amounts(json_t *map, struct amounts *out)
+{
+        const char *k;
+        json_t *v;
+
+        out->n = 0;
+        json_object_foreach(map, k, v) * slot(out, k) = milli_of(v);
+}
+
+/* The Pod's effective request per resource: max(sum over containers, any init container). */
+static void pod_requests(json_t *pod, struct amounts *out)
+{
+        json_t *spec = json_object_get(pod, "spec");
+        struct amounts init = {0};
+        json_t *c;
+        size_t i;
+        const char *k;
+        json_t *v;
+
+        out->n = 0;
+        json_array_foreach(json_object_get(spec, "containers"), i, c)
+        {
+                json_t *res = json_object_get(c, "resources");
+                json_t *req = json_object_get(res, "requests");
+
+                json_object_foreach(req ? req : json_object_get(res, "limits"), k, v) *
+                    slot(out, k) += milli_of(v);
+        }
+        json_array_foreach(json_object_get(spec, "initContainers"), i, c)
+        {
+                json_object_foreach(json_object_get(json_object_get(c, "resources"), "requests"), k,
+                                    v)
+                {
+                        int64_t *s = slot(&init, k);
+
+                        if (milli_of(v) > *s)
+                                *s = milli_of(v);
+                }
+        }
+        for (size_t r = 0; r < init.n; r++)
+                if (init.milli[r] > get(out, init.name[r], 0))
+                        *slot(out, init.name[r]) = init.milli[r];
+}
+
+/* Kueue's transformations (strategy Replace) and exclusions, then one pod. */
+static void workload_requests(json_t *config, json_t *pod, struct amounts *out)
+{
+        json_t *res = json_object_get(config, "resources");
+        struct amounts raw;
+        json_t *t, *p;
+        size_t i;
+
+        pod_requests(pod, &raw);
+        out->n = 0;
+        for (size_t r = 0; r < raw.n; r++) {
+                bool gone = false;
+
+                json_array_foreach(json_object_get(res, "excludeResourcePrefixes"), i, p) gone |=
+                    !strncmp(raw.name[r], json_string_value(p), strlen(json_string_value(p)));
+                json_array_foreach(json_object_get(res, "transformations"), i, t)
+                {
+                        const char *k;
+                        json_t *v, *by = json_object_get(t, "multiplyBy");
+                        int64_t times = 1000;
+
+                        if (strcmp(json_string_value(json_object_get(t, "input")), raw.name[r]))
+                                continue;
+                        if (by)
+                                times = get(&raw, json_string_value(by), 0);
+                        json_object_foreach(json_object_get(t, "outputs"), k, v) * slot(out, k) +=
+                            milli_of(v) / 1000 * raw.milli[r] / 1000 * times;
+                        gone |=
+                            json_is_string(json_object_get(t, "strategy")) &&
+                            !strcmp(json_string_value(json_object_get(t, "strategy")), "Replace");
+                }
+                if (!gone)
+                        *slot(out, raw.name[r]) += raw.milli[r];
+        }
+        for (size_t r = 0; r < out->n; r++)
+                if (!out->milli[r]) { /* a zero output is no request */
+                        out->name[r] = out->name[out->n - 1];
+                        out->milli[r--] = out->milli[--out->n];
+                }
+}
+
+static json_t *by_name(json_t *items, const char *name)
+{
+        json_t *o;
+        size_t i;
+
+        json_array_foreach(items, i, o) if (!strcmp(json_string_value(json_object_get(
+                                                        json_object_get(o, "metadata"), "name")),
+                                                    name)) return o;
+        return NULL;
+}
+
+static const char *name_of(json_t *o)
+{
+        return json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+}
+
+static bool labels_match(json_t *want, json_t *labels)
+{
+        const char *k;
+        json_t *v;
+
+        json_object_foreach(want, k, v)
+        {
+                json_t *have = json_object_get(labels, k);
+
+                if (!have || !json_equal(have, v))
+                        return false;
+        }
+        return true;
+}
+
+struct model {
+        json_t *in, *nodes;
+        struct amounts *alloc, *used; /* per node */
+};
+
+/* Quota used per flavor, across queues (no cohorts in the test): name -> amounts. */
+static struct amounts flavor_used[256];
+static const char *flavor_used_name[256];
+static size_t n_flavor_used;
+
+static struct amounts *flavor_usage(const char *flavor)
+{
+        for (size_t k = 0; k < n_flavor_used; k++)
+                if (!strcmp(flavor_used_name[k], flavor))
+                        return &flavor_used[k];
+        if (n_flavor_used == 256)
+                die("too many flavors");
+        flavor_used_name[n_flavor_used] = flavor;
+        return &flavor_used[n_flavor_used++];
+}
+
+/* Places pod; returns the node index or -1. */
+static long place(struct model *m, json_t *pod)
+{
+        json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+        const char *lq_name =
+            json_string_value(json_object_get(labels, "kueue.x-k8s.io/queue-name"));
+        json_t *lq = lq_name ? by_name(json_object_get(m->in, "localQueues"), lq_name) : NULL;
+        json_t *cq = lq ? by_name(json_object_get(m->in, "clusterQueues"),
+                                  json_string_value(
+                                      json_object_get(json_object_get(lq, "spec"), "clusterQueue")))
+                        : NULL;
+        json_t *group, *fl;
+        struct amounts req;
+        size_t g, f;
+
+        if (!cq)
+                die("a Pod's queue is unknown");
+        workload_requests(json_object_get(m->in, "config"), pod, &req);
+        json_array_foreach(json_object_get(json_object_get(cq, "spec"), "resourceGroups"), g, group)
+        {
+                json_t *covered = json_object_get(group, "coveredResources");
+
+                for (size_t r = 0; r < req.n; r++) {
+                        bool in = false;
+                        json_t *c;
+                        size_t i;
+
+                        json_array_foreach(covered, i, c) in |=
+                            !strcmp(json_string_value(c), req.name[r]);
+                        if (!in)
+                                return -1; /* v0.17: an uncovered resource never fits */
+                }
+                json_array_foreach(json_object_get(group, "flavors"), f, fl)
+                {
+                        const char *fname = json_string_value(json_object_get(fl, "name"));
+                        json_t *rf = by_name(json_object_get(m->in, "flavors"), fname);
+                        struct amounts *qu = flavor_usage(fname);
+                        struct tsr_tas_candidate best = {0};
+                        bool quota_ok = true, found = false;
+                        json_t *qr;
+                        size_t i;
+
+                        json_array_foreach(json_object_get(fl, "resources"), i, qr)
+                        {
+                                const char *rn = json_string_value(json_object_get(qr, "name"));
+                                int64_t want = get(&req, rn, 0);
+
+                                if (want && get(qu, rn, 0) + want >
+                                                milli_of(json_object_get(qr, "nominalQuota")))
+                                        quota_ok = false;
+                        }
+                        if (!quota_ok || !rf)
+                                continue;
+                        for (size_t n = 0; n < json_array_size(m->nodes); n++) {
+                                json_t *node = json_array_get(m->nodes, n);
+                                json_t *nl =
+                                    json_object_get(json_object_get(node, "metadata"), "labels");
+                                struct tsr_tas_resource r[RES_MAX + 1];
+                                struct tsr_tas_candidate c;
+                                size_t k = 0;
+
+                                if (!labels_match(
+                                        json_object_get(json_object_get(rf, "spec"), "nodeLabels"),
+                                        nl) ||
+                                    !tsr_affinity_matches(json_object_get(pod, "spec"),
+                                                          name_of(node), nl))
+                                        continue;
+                                for (size_t x = 0; x < req.n; x++)
+                                        r[k++] = (struct tsr_tas_resource){
+                                            get(&m->alloc[n], req.name[x], -1),
+                                            get(&m->used[n], req.name[x], 0), req.milli[x]};
+                                r[k++] =
+                                    (struct tsr_tas_resource){get(&m->alloc[n], "pods", -1),
+                                                              get(&m->used[n], "pods", 0), 1000};
+                                c = (struct tsr_tas_candidate){n, name_of(node),
+                                                               tsr_tas_fits(r, k, NULL)};
+                                if (c.fits && (!found || tsr_tas_before(&c, &best))) {
+                                        best = c;
+                                        found = true;
+                                }
+                        }
+                        if (!found)
+                                continue;
+                        for (size_t x = 0; x < req.n; x++) {
+                                *slot(&m->used[best.node], req.name[x]) += req.milli[x];
+                                *slot(qu, req.name[x]) += req.milli[x];
+                        }
+                        *slot(&m->used[best.node], "pods") += 1000;
+                        return (long)best.node;
+                }
+        }
+        return -1;
+}
+
+int main(void)
+{
+        json_error_t err;
+        json_t *in = json_loadf(stdin, 0, &err), *out, *placements, *pod;
+        struct model m = {0};
+        size_t i;
+
+        if (!json_is_object(in))
+                die("standard input is not a JSON object");
+        m.in = in;
+        m.nodes = json_object_get(in, "nodes");
+        m.alloc = calloc(json_array_size(m.nodes) + 1, sizeof(*m.alloc));
+        m.used = calloc(json_array_size(m.nodes) + 1, sizeof(*m.used));
+        if (!m.alloc || !m.used)
+                die("out of memory");
+        for (size_t n = 0; n < json_array_size(m.nodes); n++)
+                read_amounts(json_object_get(json_object_get(json_array_get(m.nodes, n), "status"),
+                                             "allocatable"),
+                             &m.alloc[n]);
+        placements = json_object();
+        json_array_foreach(json_object_get(in, "pods"), i, pod)
+        {
+                long at = place(&m, pod);
+
+                json_object_set_new(placements, name_of(pod),
+                                    at < 0 ? json_null()
+                                           : json_string(name_of(json_array_get(m.nodes, at))));
+        }
+        out = json_pack("{s:o}", "placements", placements);
+        json_dumpf(out, stdout, JSON_SORT_KEYS);
+        putchar('\n');
+        json_decref(out);
+        json_decref(in);
+        free(m.alloc);
+        free(m.used);
+        return 0;
+}
