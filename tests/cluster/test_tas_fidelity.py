@@ -143,7 +143,7 @@ def outcome(cp, pod_name, node_names, waited):
     w = workload_of(cp, pod_name)
     c = condition(w, "QuotaReserved")
     if not c:
-        return None
+        return ("none", "stuck: no verdict") if waited() > STUCK_S else None
     if c["status"] == "True":
         psa = w["status"].get("admission", {}).get("podSetAssignments", [{}])[0]
         text = json.dumps(psa.get("topologyAssignment"))
