@@ -22,14 +22,13 @@ Prints TAP.
 """
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ApiError, eventually  # noqa: E402
+from sim_json import sim_outputs  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
 KQ = "kueue.x-k8s.io"
@@ -60,26 +59,6 @@ steps:
 - kubectl get node node-h100 -o json
 - kubectl get node node-cpu -o json
 """ % NS
-
-
-def sim_outputs(tessera):
-    """The JSON each step of SCENARIO printed, in order."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(SCENARIO)
-    try:
-        r = subprocess.run([tessera, "sim", f.name], capture_output=True, text=True, timeout=60)
-    finally:
-        os.unlink(f.name)
-    if r.returncode != 0:
-        raise RuntimeError("tessera sim failed: %s" % r.stderr)
-    blocks, cur = [], None
-    for line in r.stdout.splitlines():
-        if line.startswith("$ "):
-            cur = []
-            blocks.append(cur)
-        elif cur is not None:
-            cur.append(line)
-    return [json.loads("\n".join(b)) for b in blocks]
 
 
 def missing(sent, stored, path=""):
@@ -190,7 +169,7 @@ def apply_chain(t, cp, outputs):
 
 def run(t, tessera, cp):
     check_config(t, cp)
-    outputs = sim_outputs(tessera)
+    outputs = sim_outputs(tessera, SCENARIO)
     cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     apply_chain(t, cp, outputs)
 

@@ -21,12 +21,12 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from controlplane import ApiError, eventually  # noqa: E402
+from sim_json import sim_outputs  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
 KQ = "kueue.x-k8s.io"
@@ -64,25 +64,6 @@ def scenario(nodes):
               "- kubectl -n %s get localqueues -o json" % NS]
     lines += ["- kubectl get node %s -o json" % n[0] for n in nodes]
     return "\n".join(lines) + "\n"
-
-
-def sim_outputs(tessera, text):
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(text)
-    try:
-        r = subprocess.run([tessera, "sim", f.name], capture_output=True, text=True, timeout=120)
-    finally:
-        os.unlink(f.name)
-    if r.returncode != 0:
-        raise RuntimeError("tessera sim failed: %s" % r.stderr)
-    blocks, cur = [], None
-    for line in r.stdout.splitlines():
-        if line.startswith("$ "):
-            cur = []
-            blocks.append(cur)
-        elif cur is not None:
-            cur.append(line)
-    return [json.loads("\n".join(b)) for b in blocks]
 
 
 def random_pods(rng, nodes, entrance):
