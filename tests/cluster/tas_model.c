@@ -38,7 +38,7 @@ struct amounts {
         int64_t milli[RES_MAX];
 };
 
-static void die(const char *what)
+static _Noreturn void die(const char *what)
 {
         fprintf(stderr, "tas_model: %s\n", what);
         exit(2);
