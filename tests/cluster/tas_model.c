@@ -29,6 +29,7 @@
 #include "base/quantity.h"
 #include "codec/affinity.h"
 #include "core/tas.h"
+#include "sim/resources.h"
 
 #define RES_MAX 32
 
@@ -86,50 +87,34 @@ static void read_amounts(json_t *map, struct amounts *out)
         json_object_foreach(map, k, v) * slot(out, k) = milli_of(v);
 }
 
-/* The Pod's effective request per resource: max(sum over containers, any init container). */
-static void pod_requests(json_t *pod, struct amounts *out)
+/* The Pod's effective request per resource (the simulator's pod_spec_resources, Kubernetes'
+ * PodRequests), in milli-units; the names live in store. TAS's "pods" is added by place(). */
+static void pod_requests(json_t *pod, struct pod_resources *store, struct amounts *out)
 {
-        json_t *spec = json_object_get(pod, "spec");
-        struct amounts init = {0};
-        json_t *c;
-        size_t i;
-        const char *k;
-        json_t *v;
+        struct tsr_pod_spec *spec;
 
+        if (tsr_pod_spec_new(pod, &spec, NULL))
+                die("a Pod is malformed");
+        pod_spec_resources(&spec->req, store);
+        free(spec);
         out->n = 0;
-        json_array_foreach(json_object_get(spec, "containers"), i, c)
-        {
-                json_t *res = json_object_get(c, "resources");
-                json_t *req = json_object_get(res, "requests");
-
-                json_object_foreach(req ? req : json_object_get(res, "limits"), k, v) *
-                    slot(out, k) += milli_of(v);
-        }
-        json_array_foreach(json_object_get(spec, "initContainers"), i, c)
-        {
-                json_object_foreach(json_object_get(json_object_get(c, "resources"), "requests"), k,
-                                    v)
-                {
-                        int64_t *s = slot(&init, k);
-
-                        if (milli_of(v) > *s)
-                                *s = milli_of(v);
-                }
-        }
-        for (size_t r = 0; r < init.n; r++)
-                if (init.milli[r] > get(out, init.name[r], 0))
-                        *slot(out, init.name[r]) = init.milli[r];
+        for (size_t k = 0; k < store->n; k++)
+                if (strcmp(store->r[k].name, "pods"))
+                        *slot(out, store->r[k].name) = strcmp(store->r[k].name, "cpu")
+                                                           ? store->r[k].value * 1000
+                                                           : store->r[k].value;
 }
 
 /* Kueue's transformations (strategy Replace) and exclusions, then one pod. */
-static void workload_requests(json_t *config, json_t *pod, struct amounts *out)
+static void workload_requests(json_t *config, json_t *pod, struct pod_resources *store,
+                              struct amounts *out)
 {
         json_t *res = json_object_get(config, "resources");
         struct amounts raw;
         json_t *t, *p;
         size_t i;
 
-        pod_requests(pod, &raw);
+        pod_requests(pod, store, &raw);
         out->n = 0;
         for (size_t r = 0; r < raw.n; r++) {
                 bool gone = false;
@@ -146,8 +131,10 @@ static void workload_requests(json_t *config, json_t *pod, struct amounts *out)
                                 continue;
                         if (by)
                                 times = get(&raw, json_string_value(by), 0);
-                        json_object_foreach(json_object_get(t, "outputs"), k, v) * slot(out, k) +=
-                            milli_of(v) / 1000 * raw.milli[r] / 1000 * times;
+                        json_object_foreach(json_object_get(t, "outputs"), k, v)
+                        {
+                                *slot(out, k) += milli_of(v) / 1000 * raw.milli[r] / 1000 * times;
+                        }
                         gone |=
                             json_is_string(json_object_get(t, "strategy")) &&
                             !strcmp(json_string_value(json_object_get(t, "strategy")), "Replace");
@@ -226,12 +213,13 @@ static long place(struct model *m, json_t *pod)
                                       json_object_get(json_object_get(lq, "spec"), "clusterQueue")))
                         : NULL;
         json_t *group, *fl;
+        struct pod_resources store;
         struct amounts req;
         size_t g, f;
 
         if (!cq)
                 die("a Pod's queue is unknown");
-        workload_requests(json_object_get(m->in, "config"), pod, &req);
+        workload_requests(json_object_get(m->in, "config"), pod, &store, &req);
         json_array_foreach(json_object_get(json_object_get(cq, "spec"), "resourceGroups"), g, group)
         {
                 json_t *covered = json_object_get(group, "coveredResources");
