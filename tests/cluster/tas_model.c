@@ -20,6 +20,15 @@
  * counted and ordered by tsr_tas_fits / tsr_tas_before, plus the `pods` resource). A Pod that does
  * not fit is dropped, as the test deletes it on the real cluster. Quantities are compared in
  * milli-units. Exit status 2 with a message on malformed input.
+ *
+ * Kueue v0.17.0's accounting, which this model reproduces (docs/internals/tas-fidelity.md): TAS
+ * counts a Pod by its raw requests (the Pod spec, before exclusions and transformations), but a
+ * reserved Workload's TAS usage on its node is its admission's transformed requests (credits in
+ * place of the accelerator keys). After TAS picks a node, the scheduler checks the transformed
+ * requests against that node's room once more; when they do not fit, the Workload is skipped
+ * ("Workload no longer fits after processing another workload") and the model drops it.
+ * kubernetes-sigs/kueue#12005 (fixed in #12006, release-0.17 #12035) makes both raw; tessera's
+ * simulator and replay count raw for both, as the fixed Kueue does.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -45,6 +54,20 @@ static _Noreturn void die(const char *what)
         exit(2);
 }
 
+/* name's one stored copy: amounts outlive the Pod whose requests named the resource. */
+static const char *intern(const char *name)
+{
+        static char names[4 * RES_MAX][128];
+        static size_t n;
+
+        for (size_t k = 0; k < n; k++)
+                if (!strcmp(names[k], name))
+                        return names[k];
+        if (n == 4 * RES_MAX || strlen(name) >= sizeof(names[0]))
+                die("too many resource names, or one too long");
+        return strcpy(names[n++], name);
+}
+
 static int64_t *slot(struct amounts *a, const char *name)
 {
         for (size_t k = 0; k < a->n; k++)
@@ -52,7 +75,7 @@ static int64_t *slot(struct amounts *a, const char *name)
                         return &a->milli[k];
         if (a->n == RES_MAX)
                 die("too many resources");
-        a->name[a->n] = name;
+        a->name[a->n] = intern(name);
         a->milli[a->n] = 0;
         return &a->milli[a->n++];
 }
@@ -105,42 +128,39 @@ static void pod_requests(json_t *pod, struct pod_resources *store, struct amount
                                                            : store->r[k].value;
 }
 
-/* Kueue's transformations (strategy Replace) and exclusions, then one pod. */
-static void workload_requests(json_t *config, json_t *pod, struct pod_resources *store,
-                              struct amounts *out)
+/* Kueue's exclusions and transformations (strategy Replace) of one pod's raw requests. */
+static void workload_requests(json_t *config, const struct amounts *raw, struct amounts *out)
 {
         json_t *res = json_object_get(config, "resources");
-        struct amounts raw;
         json_t *t, *p;
         size_t i;
 
-        pod_requests(pod, store, &raw);
         out->n = 0;
-        for (size_t r = 0; r < raw.n; r++) {
+        for (size_t r = 0; r < raw->n; r++) {
                 bool gone = false;
 
                 json_array_foreach(json_object_get(res, "excludeResourcePrefixes"), i, p) gone |=
-                    !strncmp(raw.name[r], json_string_value(p), strlen(json_string_value(p)));
+                    !strncmp(raw->name[r], json_string_value(p), strlen(json_string_value(p)));
                 json_array_foreach(json_object_get(res, "transformations"), i, t)
                 {
                         const char *k;
                         json_t *v, *by = json_object_get(t, "multiplyBy");
                         int64_t times = 1000;
 
-                        if (strcmp(json_string_value(json_object_get(t, "input")), raw.name[r]))
+                        if (strcmp(json_string_value(json_object_get(t, "input")), raw->name[r]))
                                 continue;
                         if (by)
-                                times = get(&raw, json_string_value(by), 0);
+                                times = get(raw, json_string_value(by), 0);
                         json_object_foreach(json_object_get(t, "outputs"), k, v)
                         {
-                                *slot(out, k) += milli_of(v) / 1000 * raw.milli[r] / 1000 * times;
+                                *slot(out, k) += milli_of(v) / 1000 * raw->milli[r] / 1000 * times;
                         }
                         gone |=
                             json_is_string(json_object_get(t, "strategy")) &&
                             !strcmp(json_string_value(json_object_get(t, "strategy")), "Replace");
                 }
                 if (!gone)
-                        *slot(out, raw.name[r]) += raw.milli[r];
+                        *slot(out, raw->name[r]) += raw->milli[r];
         }
         for (size_t r = 0; r < out->n; r++)
                 if (!out->milli[r]) { /* a zero output is no request */
@@ -201,6 +221,23 @@ static struct amounts *flavor_usage(const char *flavor)
         return &flavor_used[n_flavor_used++];
 }
 
+/*
+ * The scheduler's last check of the node TAS chose (TASFlavorSnapshot.Fits): one more Pod of the
+ * transformed requests req fits the node's allocatable less its TAS usage; a resource the node
+ * does not list fits nothing.
+ */
+static bool usage_fits(const struct amounts *alloc, const struct amounts *used,
+                       const struct amounts *req)
+{
+        for (size_t x = 0; x < req->n; x++) {
+                int64_t have = get(alloc, req->name[x], -1);
+
+                if (have < 0 || have - get(used, req->name[x], 0) < req->milli[x])
+                        return false;
+        }
+        return true;
+}
+
 /* Places pod; returns the node index or -1. */
 static long place(struct model *m, json_t *pod)
 {
@@ -214,12 +251,13 @@ static long place(struct model *m, json_t *pod)
                         : NULL;
         json_t *group, *fl;
         struct pod_resources store;
-        struct amounts req;
+        struct amounts raw, req;
         size_t g, f;
 
         if (!cq)
                 die("a Pod's queue is unknown");
-        workload_requests(json_object_get(m->in, "config"), pod, &store, &req);
+        pod_requests(pod, &store, &raw);
+        workload_requests(json_object_get(m->in, "config"), &raw, &req);
         json_array_foreach(json_object_get(json_object_get(cq, "spec"), "resourceGroups"), g, group)
         {
                 json_t *covered = json_object_get(group, "coveredResources");
@@ -269,10 +307,10 @@ static long place(struct model *m, json_t *pod)
                                     !tsr_affinity_matches(json_object_get(pod, "spec"),
                                                           name_of(node), nl))
                                         continue;
-                                for (size_t x = 0; x < req.n; x++)
+                                for (size_t x = 0; x < raw.n; x++)
                                         r[k++] = (struct tsr_tas_resource){
-                                            get(&m->alloc[n], req.name[x], -1),
-                                            get(&m->used[n], req.name[x], 0), req.milli[x]};
+                                            get(&m->alloc[n], raw.name[x], -1),
+                                            get(&m->used[n], raw.name[x], 0), raw.milli[x]};
                                 r[k++] =
                                     (struct tsr_tas_resource){get(&m->alloc[n], "pods", -1),
                                                               get(&m->used[n], "pods", 0), 1000};
@@ -285,6 +323,8 @@ static long place(struct model *m, json_t *pod)
                         }
                         if (!found)
                                 continue;
+                        if (!usage_fits(&m->alloc[best.node], &m->used[best.node], &req))
+                                return -1; /* skipped: "no longer fits" */
                         for (size_t x = 0; x < req.n; x++) {
                                 *slot(&m->used[best.node], req.name[x]) += req.milli[x];
                                 *slot(qu, req.name[x]) += req.milli[x];

@@ -37,6 +37,7 @@ CREDITS_PER_CARD = 1600000
 SEEDS = (11, 12, 13)
 NODES = 24
 STUCK_S = 5.0  # a Pending verdict that is not a flavor failure, left unretried this long
+SETTLE_S = 1.0  # a refusal counts once Kueue has stopped retrying the Workload this long
 PODS = int(os.environ.get("TSR_FIDELITY_PODS", "160"))
 
 
@@ -130,10 +131,15 @@ def outcome(cp, pod_name, node_names, waited):
         text = json.dumps(psa.get("topologyAssignment"))
         hit = [n for n in node_names if '"%s"' % n in text]
         return ("node", hit[0] if len(hit) == 1 else "?%s" % text)
-    # "Workload no longer fits after processing another workload" is a race inside one
-    # scheduling cycle, retried by Kueue: only a failed flavor assignment is its verdict
-    if c.get("reason") == "Pending" and c.get("message", "").startswith("couldn't assign"):
-        return ("none", c["message"])
+    # a failed flavor assignment, or the scheduler's last check of the node TAS chose ("Workload
+    # no longer fits after processing another workload": with one Pod pending at a time no other
+    # Workload is involved; it is v0.17.0's transformed usage, docs/internals/tas-fidelity.md).
+    # Neither is final at once: a Workload with flavors left untried goes straight back to the
+    # queue (PendingFlavors) and the next attempt starts at the next flavor, so the verdict counts
+    # only once Kueue has left it alone for SETTLE_S.
+    if c.get("reason") == "Pending" and c.get("message", "").startswith(
+            ("couldn't assign", "Workload no longer fits")):
+        return ("none", c["message"]) if waited() > SETTLE_S else None
     if c.get("reason") == "Pending" and waited() > STUCK_S:
         return ("none", "stuck: " + c.get("message", ""))  # Kueue did not retry it
     return None
@@ -220,6 +226,9 @@ def run_seed(t, tessera, cp, seed):
     model_in = {"config": cp.product_config_kueue(), "nodes": sent_nodes,
                 "flavors": flavors["items"], "clusterQueues": queues["items"],
                 "localQueues": locals_["items"], "pods": [p for p, _ in pods]}
+    if os.environ.get("TSR_FIDELITY_DEBUG"):
+        with open("/tmp/tsr-tas-fidelity-model-%d.json" % seed, "w") as f:
+            json.dump(model_in, f)
     r = subprocess.run([os.environ["TSR_TAS_MODEL"]], input=json.dumps(model_in),
                        capture_output=True, text=True, timeout=60)
     model = json.loads(r.stdout)["placements"] if r.returncode == 0 else {}
