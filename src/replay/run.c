@@ -72,6 +72,49 @@ static void points(const struct tsr_replay_bins *b, struct tsr_replay_result *r)
         }
 }
 
+const char *tsr_replay_shape_name(enum tsr_replay_shape s)
+{
+        static const char *const names[TSR_REPLAY_SHAPES] = {"CPU-starved nodes", "1-GPU nodes",
+                                                             "2-GPU nodes",       "4-GPU nodes",
+                                                             "8-GPU nodes",       "other nodes"};
+
+        return s < TSR_REPLAY_SHAPES ? names[s] : "?";
+}
+
+/* The least CPU a GPU shape of the typical workload asks (0 when none asks a GPU: then no node
+ * is CPU-starved). */
+static int64_t least_gpu_task_cpu(const struct tsr_frag_workload *w)
+{
+        int64_t least = INT64_MAX;
+
+        for (size_t m = 0; m < w->n; m++)
+                if (w->shape[m].milli && w->shape[m].cpu < least)
+                        least = w->shape[m].cpu;
+        return least == INT64_MAX ? 0 : least;
+}
+
+/* Where the cluster's unallocated GPUs are now, by node shape (run.h). */
+static void idle_by_shape(const struct tsr_rcluster *c, int64_t starved_below, double *idle)
+{
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct tsr_rnode *n = &c->nodes[i];
+                enum tsr_replay_shape shape;
+                int64_t free_milli = 0;
+
+                for (unsigned g = 0; g < n->n_gpus; g++)
+                        free_milli += n->free[g];
+                if (n->cpu_free < starved_below)
+                        shape = TSR_SHAPE_CPU_STARVED;
+                else
+                        shape = n->n_gpus == 1   ? TSR_SHAPE_GPU1
+                                : n->n_gpus == 2 ? TSR_SHAPE_GPU2
+                                : n->n_gpus == 4 ? TSR_SHAPE_GPU4
+                                : n->n_gpus == 8 ? TSR_SHAPE_GPU8
+                                                 : TSR_SHAPE_OTHER;
+                idle[shape] += (double)free_milli / 1000.0;
+        }
+}
+
 int tsr_replay_run(struct tsr_replay_setup *s, enum tsr_policy_id policy, uint64_t seed,
                    struct tsr_replay_result *out, struct tsr_diag *diag)
 {
@@ -84,7 +127,7 @@ int tsr_replay_run(struct tsr_replay_setup *s, enum tsr_policy_id policy, uint64
         struct tsr_replay_bins *b = calloc(1, sizeof(*b));
         int64_t target = (int64_t)llround(s->tune * (double)c->total_milli);
         double *node_frag = malloc(c->n_nodes * sizeof(*node_frag)), frag = 0;
-        int64_t arrived = 0;
+        int64_t arrived = 0, starved_below = least_gpu_task_cpu(&s->typical);
         int rc;
 
         memset(out, 0, sizeof(*out));
@@ -120,6 +163,10 @@ int tsr_replay_run(struct tsr_replay_setup *s, enum tsr_policy_id policy, uint64
                 }
                 arrived += tsr_replay_request(order[k]);
                 record(b, c, arrived, frag);
+                if (!out->have_idle && arrived >= c->total_milli) {
+                        idle_by_shape(c, starved_below, out->idle_gpus);
+                        out->have_idle = true;
+                }
         }
         points(b, out);
         out->pods = n_order;

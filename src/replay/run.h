@@ -8,6 +8,11 @@
  * and binned by arrival = round(arrived / capacity * 100); a point's value is the mean of its
  * bin's events, or of the next bin's, then the previous one's, when it has none.
  *
+ * When the arrived GPU milli first reaches the cluster's capacity (arrival 100 %), the run also
+ * notes where the unallocated GPUs are, by node shape: a node whose free CPU is below what the
+ * least CPU-hungry GPU shape of the typical workload asks is CPU-starved (no typical GPU task can
+ * use its idle GPUs); every other node counts by its GPU count (1, 2, 4, 8, other).
+ *
  * Ownership: a setup borrows the trace arrays for its life (tsr_replay_setup_release). Pure and
  * deterministic: the same setup, policy and seed give the same result.
  */
@@ -26,6 +31,20 @@
 
 #define TSR_REPLAY_POINTS 131 /* arrival 0 .. 130 % */
 
+/* The node shapes the unallocated GPUs at arrival 100 % are counted by. */
+enum tsr_replay_shape {
+        TSR_SHAPE_CPU_STARVED,
+        TSR_SHAPE_GPU1,
+        TSR_SHAPE_GPU2,
+        TSR_SHAPE_GPU4,
+        TSR_SHAPE_GPU8,
+        TSR_SHAPE_OTHER,
+        TSR_REPLAY_SHAPES
+};
+
+/* "CPU-starved nodes", "1-GPU nodes", ... */
+const char *tsr_replay_shape_name(enum tsr_replay_shape s);
+
 struct tsr_replay_setup {
         const struct tsr_trace_node *nodes;
         size_t n_nodes;
@@ -42,8 +61,10 @@ struct tsr_replay_result {
         double frag_total_pct[TSR_REPLAY_POINTS]; /* F(M) / capacity */
         double frag_rate_pct[TSR_REPLAY_POINTS];  /* F(M) / free GPU milli */
         bool have[TSR_REPLAY_POINTS];             /* the point has a value */
-        size_t pods, placed, clones;              /* submitted, bound, of them tuned-in clones */
-        int64_t arrived_milli, used_milli;        /* at the end */
+        double idle_gpus[TSR_REPLAY_SHAPES]; /* unallocated GPUs by node shape at arrival 100 % */
+        bool have_idle;                      /* the run reached arrival 100 % */
+        size_t pods, placed, clones;         /* submitted, bound, of them tuned-in clones */
+        int64_t arrived_milli, used_milli;   /* at the end */
 };
 
 /* Prepares the cluster and the typical workload of a trace. 0, or an error with diag. */

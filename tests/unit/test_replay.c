@@ -350,6 +350,49 @@ static void test_run(void **state)
         small_release(&m);
 }
 
+/* Where the unallocated GPUs are at arrival 100 %: one 1-GPU node, a CPU-only pod that takes all
+ * of its CPU and a GPU pod asking the same CPU. When the CPU-only pod comes first the GPU is idle
+ * on a CPU-starved node; when the GPU pod comes first nothing is idle. */
+static void test_idle_by_shape(void **state)
+{
+        static const char one_node[] = "sn,cpu_milli,memory_mib,gpu,model\n"
+                                       "node-x,4000,8192,1,T4\n";
+        static const char two_pods[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\n"
+                                       "p0,4000,1024,0,0,,BE\n"
+                                       "p1,4000,1024,1,1000,,LS\n";
+        struct tsr_trace_node *nodes;
+        struct tsr_trace_pod *pods;
+        struct tsr_replay_setup s;
+        size_t nn, np, starved = 0, none = 0;
+
+        (void)state;
+        assert_int_equal(tsr_trace_parse_nodes(one_node, strlen(one_node), &nodes, &nn, NULL), 0);
+        assert_int_equal(tsr_trace_parse_pods(two_pods, strlen(two_pods), &pods, &np, NULL), 0);
+        assert_int_equal(tsr_replay_setup_init(&s, nodes, nn, pods, np, 1.0, NULL), 0);
+        for (uint64_t seed = 1; seed <= 16; seed++) {
+                struct tsr_replay_result r;
+                double idle = 0;
+
+                assert_int_equal(tsr_replay_run(&s, TSR_POLICY_FGD, seed, &r, NULL), 0);
+                assert_true(r.have_idle);
+                for (int sh = 0; sh < TSR_REPLAY_SHAPES; sh++)
+                        idle += r.idle_gpus[sh];
+                assert_true(r.idle_gpus[TSR_SHAPE_GPU2] == 0 && r.idle_gpus[TSR_SHAPE_OTHER] == 0);
+                if (r.placed == 1 && r.used_milli == 0) { /* p0 first: p1 found no CPU */
+                        assert_true(r.idle_gpus[TSR_SHAPE_CPU_STARVED] == 1.0 && idle == 1.0);
+                        starved++;
+                } else {
+                        assert_true(r.used_milli == 1000 && idle == 0);
+                        none++;
+                }
+        }
+        assert_true(starved && none); /* both orders were drawn */
+        assert_string_equal(tsr_replay_shape_name(TSR_SHAPE_CPU_STARVED), "CPU-starved nodes");
+        tsr_replay_setup_release(&s);
+        free(nodes);
+        free(pods);
+}
+
 static void test_policy_names(void **state)
 {
         (void)state;
@@ -373,6 +416,7 @@ int main(void)
             cmocka_unit_test(test_tessera),
             cmocka_unit_test(test_tessera_tiered),
             cmocka_unit_test(test_run),
+            cmocka_unit_test(test_idle_by_shape),
             cmocka_unit_test(test_policy_names),
         };
 
