@@ -202,23 +202,40 @@ static bool labels_match(json_t *want, json_t *labels)
 
 struct model {
         json_t *in, *nodes;
-        struct amounts *alloc, *used; /* per node */
+        struct amounts *alloc; /* per node */
+        size_t n_nodes;
 };
 
-/* Quota used per flavor, across queues (no cohorts in the test): name -> amounts. */
-static struct amounts flavor_used[256];
-static const char *flavor_used_name[256];
-static size_t n_flavor_used;
+/*
+ * One flavor's usage: its quota across queues (no cohorts in the test), and its TAS usage per
+ * node. Kueue v0.17.0 keeps TAS usage per flavor (TASFlavorCache), so a node that two flavors
+ * select (the generic flavors of one CPU model differ by name only) is charged in the flavor that
+ * placed the Pod and looks that much emptier to the other.
+ */
+struct flavor_usage {
+        const char *name;
+        struct amounts quota;
+        struct amounts *node; /* per node */
+};
 
-static struct amounts *flavor_usage(const char *flavor)
+static struct flavor_usage flavors_used[256];
+static size_t n_flavors_used;
+
+static struct flavor_usage *flavor_usage(const char *flavor, size_t n_nodes)
 {
-        for (size_t k = 0; k < n_flavor_used; k++)
-                if (!strcmp(flavor_used_name[k], flavor))
-                        return &flavor_used[k];
-        if (n_flavor_used == 256)
+        struct flavor_usage *f;
+
+        for (size_t k = 0; k < n_flavors_used; k++)
+                if (!strcmp(flavors_used[k].name, flavor))
+                        return &flavors_used[k];
+        if (n_flavors_used == 256)
                 die("too many flavors");
-        flavor_used_name[n_flavor_used] = flavor;
-        return &flavor_used[n_flavor_used++];
+        f = &flavors_used[n_flavors_used++];
+        f->name = flavor;
+        f->node = calloc(n_nodes + 1, sizeof(*f->node));
+        if (!f->node)
+                die("out of memory");
+        return f;
 }
 
 /*
@@ -276,7 +293,8 @@ static long place(struct model *m, json_t *pod)
                 {
                         const char *fname = json_string_value(json_object_get(fl, "name"));
                         json_t *rf = by_name(json_object_get(m->in, "flavors"), fname);
-                        struct amounts *qu = flavor_usage(fname);
+                        struct flavor_usage *fu = flavor_usage(fname, m->n_nodes);
+                        struct amounts *qu = &fu->quota;
                         struct tsr_tas_candidate best = {0};
                         bool quota_ok = true, found = false;
                         json_t *qr;
@@ -310,10 +328,10 @@ static long place(struct model *m, json_t *pod)
                                 for (size_t x = 0; x < raw.n; x++)
                                         r[k++] = (struct tsr_tas_resource){
                                             get(&m->alloc[n], raw.name[x], -1),
-                                            get(&m->used[n], raw.name[x], 0), raw.milli[x]};
+                                            get(&fu->node[n], raw.name[x], 0), raw.milli[x]};
                                 r[k++] =
                                     (struct tsr_tas_resource){get(&m->alloc[n], "pods", -1),
-                                                              get(&m->used[n], "pods", 0), 1000};
+                                                              get(&fu->node[n], "pods", 0), 1000};
                                 c = (struct tsr_tas_candidate){n, name_of(node),
                                                                tsr_tas_fits(r, k, NULL)};
                                 if (c.fits && (!found || tsr_tas_before(&c, &best))) {
@@ -323,13 +341,13 @@ static long place(struct model *m, json_t *pod)
                         }
                         if (!found)
                                 continue;
-                        if (!usage_fits(&m->alloc[best.node], &m->used[best.node], &req))
+                        if (!usage_fits(&m->alloc[best.node], &fu->node[best.node], &req))
                                 return -1; /* skipped: "no longer fits" */
                         for (size_t x = 0; x < req.n; x++) {
-                                *slot(&m->used[best.node], req.name[x]) += req.milli[x];
+                                *slot(&fu->node[best.node], req.name[x]) += req.milli[x];
                                 *slot(qu, req.name[x]) += req.milli[x];
                         }
-                        *slot(&m->used[best.node], "pods") += 1000;
+                        *slot(&fu->node[best.node], "pods") += 1000;
                         return (long)best.node;
                 }
         }
@@ -348,8 +366,8 @@ int main(void)
         m.in = in;
         m.nodes = json_object_get(in, "nodes");
         m.alloc = calloc(json_array_size(m.nodes) + 1, sizeof(*m.alloc));
-        m.used = calloc(json_array_size(m.nodes) + 1, sizeof(*m.used));
-        if (!m.alloc || !m.used)
+        m.n_nodes = json_array_size(m.nodes);
+        if (!m.alloc)
                 die("out of memory");
         for (size_t n = 0; n < json_array_size(m.nodes); n++)
                 read_amounts(json_object_get(json_object_get(json_array_get(m.nodes, n), "status"),
@@ -370,6 +388,7 @@ int main(void)
         json_decref(out);
         json_decref(in);
         free(m.alloc);
-        free(m.used);
+        for (size_t k = 0; k < n_flavors_used; k++)
+                free(flavors_used[k].node);
         return 0;
 }

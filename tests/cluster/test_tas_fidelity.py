@@ -258,6 +258,18 @@ def run_seed(t, tessera, cp, seed):
             if e.status != 404:
                 raise
 
+    def gone(obj):
+        try:
+            cp.api("GET", cp.object_path(obj))
+        except ApiError as e:
+            if e.status == 404:
+                return True
+            raise
+        return False
+    # Kueue lifts its finalizers once nothing uses a flavor or queue: the next seed recreates them
+    t.ok(eventually(lambda: all(gone(obj) for obj in chain), 60),
+         "seed %d: the chain objects are gone before the next seed" % seed)
+
 
 def run(t, tessera, cp):
     cp.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
