@@ -1,9 +1,12 @@
 /*
  * report.h - what a replay prints: per trace a table of every policy at arrival 100 % (mean and
  * sample SD over the seeds of GPU allocation, unallocated GPUs, fragmentation rate; the published
- * FGD-artifact number beside it where there is one), the allocation curve at 80..130 %, a CSV of
- * every seed's curve, and an SVG plot of unallocated GPU % against arrived workload (80..130 %),
- * one line per policy, one panel per trace.
+ * FGD-artifact number beside it where there is one), the allocation curve at 80..130 %, the
+ * unallocated GPUs at arrival 100 % by node shape (run.h), a CSV of every seed's curve, and an
+ * SVG with two panels per trace: unallocated GPU % against arrived workload (80..130 %), one line
+ * per policy (the mean over seeds) with the band from its least to its most seed and the
+ * published mean at 100 % as a diamond; and one bar per policy of its unallocated GPUs at 100 %
+ * stacked by node shape. Both panels have axis titles.
  *
  * Ownership: the caller's buffers; series borrow their results. Pure.
  */

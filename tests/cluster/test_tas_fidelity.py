@@ -11,7 +11,8 @@ publish them, plus the credits capacity the controller writes (node_credits.c). 
 submitted one at a time: each is left until its Workload holds a quota reservation (GPU Pods stop
 there: nothing answers the gpustack-node-devices check, and a reservation is what TAS counts) or
 is refused (then it is deleted, as the replay drops a pod that fits nowhere). The same objects go to
-tas_model (core/tas.h behind Kueue's flavor assignment), and every Pod's node is compared.
+tas_model (core/tas.h behind Kueue v0.17.0's flavor assignment and TAS accounting), and every
+Pod's node is compared (docs/internals/tas-fidelity.md says what the model reproduces).
 
 Every disagreement fails the test and is listed (pod, its request, Kueue's node, the model's).
 Prints TAP.
@@ -34,7 +35,7 @@ NS = "fidelity"
 PRODUCTS = {"h100": ("NVIDIA H100 80GB HBM3", "nvidia"),
             "a100": ("NVIDIA A100-SXM4-80GB", "nvidia")}
 CREDITS_PER_CARD = 1600000
-SEEDS = (11, 12, 13)
+SEEDS = (11,)  # the default run; TSR_FIDELITY_SEEDS=11,12,13 is the longer campaign
 NODES = 24
 STUCK_S = 5.0  # a Pending verdict that is not a flavor failure, left unretried this long
 SETTLE_S = 1.0  # a refusal counts once Kueue has stopped retrying the Workload this long
