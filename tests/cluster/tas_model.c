@@ -26,9 +26,14 @@
  * reserved Workload's TAS usage on its node is its admission's transformed requests (credits in
  * place of the accelerator keys). After TAS picks a node, the scheduler checks the transformed
  * requests against that node's room once more; when they do not fit, the Workload is skipped
- * ("Workload no longer fits after processing another workload") and the model drops it.
- * kubernetes-sigs/kueue#12005 (fixed in #12006, release-0.17 #12035) makes both raw; tessera's
- * simulator and replay count raw for both, as the fixed Kueue does.
+ * ("Workload no longer fits after processing another workload") and the model drops it. TAS
+ * usage is kept per flavor, so flavors that select the same node do not see each other's Pods
+ * there. The flavor walk is Kueue's eventual one: it retries a Workload from the next flavor
+ * after a TAS failure, so the first flavor where quota and TAS both fit wins. Both accounting
+ * rules are Kueue v0.17.0 bugs (kubernetes-sigs/kueue#12005, #10659); tessera's simulator and
+ * replay count raw requests per node across flavors, as the fixed Kueue does.
+ *
+ * Ownership: a run's state lives until exit (the flavors' usage tables are freed there).
  */
 #include <jansson.h>
 #include <stdio.h>
