@@ -103,7 +103,7 @@ static int get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *
 
 static int decode_accel(json_t *o, struct tsr_accel_allocation *a, struct tsr_diag *diag)
 {
-        int64_t v;
+        int64_t v = 0; /* get_int writes it only on success; gcc -O3 cannot tell */
         int rc;
 
         memset(a, 0, sizeof(*a));

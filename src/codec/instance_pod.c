@@ -622,7 +622,7 @@ static int main_container(json_t *inst, struct req *r, const struct tsr_instance
 {
         const char *policy = str_at(inst, "spec.imagePullPolicy");
         json_t *c, *limits = json_object(), *requests = json_object(), *ports = json_array();
-        json_t *env = json_array(), *p;
+        json_t *env = json_array(), *p, *privileged, *command;
         char name[32];
         size_t i;
         int rc = TSR_ENOMEM;
@@ -657,11 +657,11 @@ static int main_container(json_t *inst, struct req *r, const struct tsr_instance
         limits = requests = NULL;
         if (!c)
                 goto fail;
-        if ((json_is_true(at(inst, "spec.privileged")) &&
-             json_object_set_new(json_object_get(c, "securityContext"), "privileged",
-                                 json_true())) ||
-            (json_array_size(at(inst, "spec.command")) &&
-             json_object_set(c, "command", at(inst, "spec.command"))) ||
+        privileged = at(inst, "spec.privileged"); /* json_is_true reads its argument twice */
+        command = at(inst, "spec.command");
+        if ((json_is_true(privileged) && json_object_set_new(json_object_get(c, "securityContext"),
+                                                             "privileged", json_true())) ||
+            (json_array_size(command) && json_object_set(c, "command", command)) ||
             (json_array_size(env) && json_object_set(c, "env", env)) ||
             (json_array_size(ports) && json_object_set(c, "ports", ports))) {
                 json_decref(c);

@@ -37,7 +37,10 @@
 
 struct tsr_diag;
 
-#define TSR_ADMIT_MESSAGE_MAX 512
+/* Room for the longest Retry message (admit.c's retry: a 299-byte place, a 95-byte role, a
+ * 159-byte need and a 159-byte have besides its own words), so none is ever cut; Kueue keeps up
+ * to 32768 bytes of an AdmissionCheck state's message. */
+#define TSR_ADMIT_MESSAGE_MAX 1024
 #define TSR_ADMIT_READY_MESSAGE                                                                    \
         "the assigned flavor pool has enough free cards to place the request"
 

@@ -46,8 +46,11 @@ struct note {
         char msg[1024];
 };
 
-#define NOTES_MAX     16
-#define HELD_BACK_MAX 512
+#define NOTES_MAX 16
+/* offend()'s longest note: an accelerator UUID, the Pod's namespace, name and uid, what named
+ * the accelerator and why it is held back, besides its own words (at most 1297 bytes with the
+ * callers' buffers), so that none is cut */
+#define HELD_BACK_MAX 1312
 
 struct tsr_dm_agent {
         pthread_mutex_t mu; /* the node-wide allocation lock; guards everything below */

@@ -121,14 +121,14 @@ struct sim_workload {
         bool admitted;
         int64_t admitted_at;
         bool evicted;
-        char evicted_msg[768];
+        char evicted_msg[TSR_ADMIT_MESSAGE_MAX + 128]; /* evict(): check_msg and its frame */
         int64_t evicted_at;
         bool finished;
         bool failed;
         int64_t finished_at;
         bool has_check; /* the ClusterQueue references gpustack-node-devices */
         enum tsr_check_state check;
-        char check_msg[TSR_ADMIT_MESSAGE_MAX + 64];
+        char check_msg[TSR_ADMIT_MESSAGE_MAX];
         int64_t check_changed;
         unsigned retry_count;
         int64_t requeue_at; /* 0: no backoff pending */

@@ -38,7 +38,7 @@ CREDITS_PER_CARD = 1600000
 SEEDS = (11,)  # the default run; TSR_FIDELITY_SEEDS=11,12,13 is the longer campaign
 NODES = 24
 STUCK_S = 5.0  # a Pending verdict that is not a flavor failure, left unretried this long
-SETTLE_S = 1.0  # a refusal counts once Kueue has stopped retrying the Workload this long
+SETTLE_S = 1.0  # a refusal counts once it has stood unchanged this long (Kueue stopped retrying)
 PODS = int(os.environ.get("TSR_FIDELITY_PODS", "160"))
 
 
@@ -121,8 +121,10 @@ def workload_of(cp, pod_name):
     return None
 
 
-def outcome(cp, pod_name, node_names, waited):
-    """Kueue's decision for the Pod: ("node", NAME), ("none", message) or None (not yet)."""
+def outcome(cp, pod_name, node_names, waited, refusal):
+    """Kueue's decision for the Pod: ("node", NAME), ("none", message) or None (not yet).
+    refusal: the caller's dict for this Pod, where the refusal message last seen and since when
+    are kept."""
     w = workload_of(cp, pod_name)
     c = condition(w, "QuotaReserved")
     if not c:
@@ -137,10 +139,12 @@ def outcome(cp, pod_name, node_names, waited):
     # Workload is involved; it is v0.17.0's transformed usage, docs/internals/tas-fidelity.md).
     # Neither is final at once: a Workload with flavors left untried goes straight back to the
     # queue (PendingFlavors) and the next attempt starts at the next flavor, so the verdict counts
-    # only once Kueue has left it alone for SETTLE_S.
+    # only once Kueue has left it, unchanged, alone for SETTLE_S.
     if c.get("reason") == "Pending" and c.get("message", "").startswith(
             ("couldn't assign", "Workload no longer fits")):
-        return ("none", c["message"]) if waited() > SETTLE_S else None
+        if refusal.get("message") != c["message"]:
+            refusal.update(message=c["message"], since=time.monotonic())
+        return ("none", c["message"]) if time.monotonic() - refusal["since"] > SETTLE_S else None
     if c.get("reason") == "Pending" and waited() > STUCK_S:
         return ("none", "stuck: " + c.get("message", ""))  # Kueue did not retry it
     return None
@@ -209,7 +213,9 @@ def run_seed(t, tessera, cp, seed):
         name = pod["metadata"]["name"]
         cp.create(pod)
         t0 = time.monotonic()
-        got = eventually(lambda: outcome(cp, name, node_names, lambda: time.monotonic() - t0),
+        refusal = {}
+        got = eventually(lambda: outcome(cp, name, node_names, lambda: time.monotonic() - t0,
+                                         refusal),
                          60)
         if os.environ.get("TSR_FIDELITY_DEBUG"):
             t.note("%s %s -> %s (%.1f s)" % (name, _desc, got, time.monotonic() - started))

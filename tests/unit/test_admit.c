@@ -56,7 +56,7 @@
 /* ---- snapshot builders ---------------------------------------------------------------------- */
 
 struct node {
-        char name[24];
+        char name[254]; /* a Node name is at most 253 bytes */
         bool present;
         unsigned flavor;
         size_t n;
@@ -167,7 +167,7 @@ static void cluster_build(struct cluster *c)
 
 struct wl {
         char name[16];
-        char psname[MAX_PODSETS][16];
+        char psname[MAX_PODSETS][64]; /* a PodSet name is a DNS label: at most 63 bytes */
         struct tsr_admit_podset ps[MAX_PODSETS];
         struct tsr_admit_placement pl[MAX_PODSETS][MAX_PLACE];
         struct tsr_admit_workload w;
@@ -305,6 +305,39 @@ static void test_admit__state_names(void **state)
         assert_string_equal(tsr_check_state_name(TSR_CHECK_REJECTED), "Rejected");
         assert_string_equal(TSR_ADMIT_READY_MESSAGE,
                             "the assigned flavor pool has enough free cards to place the request");
+}
+
+/* The longest Retry message, with a 253-byte node name, a 63-byte role and the longest profile
+ * name, is written whole (it was cut at 512 bytes before the verdict's message grew). */
+static void test_admit__longest_retry_message_is_whole(void **state)
+{
+        char node[254], role[64], profile[TSR_PROFILE_MAX];
+        struct wl w;
+        struct tsr_admit_verdict v;
+        size_t n, len;
+
+        (void)state;
+        memset(node, 'n', sizeof(node) - 1);
+        node[sizeof(node) - 1] = '\0';
+        memset(role, 'r', sizeof(role) - 1);
+        role[sizeof(role) - 1] = '\0';
+        memset(profile, 'p', sizeof(profile) - 1);
+        profile[sizeof(profile) - 1] = '\0';
+        cluster_reset(&cl);
+        n = node_add(&cl, node, fx_product(H100_NAME), 8, 0xffu, 0); /* every card in MIG mode */
+        cluster_build(&cl);
+        wl_init(&w, "long");
+        wl_place(&w, wl_podset(&w, role, partition(profile, M / 2), 4000000000u, 0), n,
+                 4000000000u);
+        wl_place(&w, wl_podset(&w, "other", exclusive(1), 1, 0), n, 1);
+        v = judge(NULL, 0, &w);
+        expect_retry(&v, NULL);
+        len = strlen(v.message);
+        assert_true(len >= 512); /* past the old 512-byte message */
+        assert_true(len < sizeof(v.message) - 1);
+        assert_string_equal(v.message + len - strlen(RETRY_END), RETRY_END);
+        assert_non_null(strstr(v.message, node));
+        assert_non_null(strstr(v.message, role));
 }
 
 /* "eight accelerators sliced to 50 % each cannot serve a request for five whole accelerators" */
@@ -1629,6 +1662,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_admit__state_names),
+            cmocka_unit_test(test_admit__longest_retry_message_is_whole),
             cmocka_unit_test(test_admit__sliced_halves_cannot_serve_whole),
             cmocka_unit_test(test_admit__two_30pct_slices_share_one_card),
             cmocka_unit_test(test_admit__two_60pct_slices_need_two_cards),
