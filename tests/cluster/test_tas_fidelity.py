@@ -139,12 +139,15 @@ def outcome(cp, pod_name, node_names, waited, refusal):
     # Workload is involved; it is v0.17.0's transformed usage, docs/internals/tas-fidelity.md).
     # Neither is final at once: a Workload with flavors left untried goes straight back to the
     # queue (PendingFlavors) and the next attempt starts at the next flavor, so the verdict counts
-    # only once Kueue has left it, unchanged, alone for SETTLE_S.
+    # only once it has stood unchanged for SETTLE_S, or once Kueue has kept refusing it, with
+    # whatever reasons, for STUCK_S (a refused Workload is retried on every change in its queue,
+    # and its message may alternate between the flavors' reasons).
     if c.get("reason") == "Pending" and c.get("message", "").startswith(
             ("couldn't assign", "Workload no longer fits")):
         if refusal.get("message") != c["message"]:
             refusal.update(message=c["message"], since=time.monotonic())
-        return ("none", c["message"]) if time.monotonic() - refusal["since"] > SETTLE_S else None
+        settled = time.monotonic() - refusal["since"] > SETTLE_S
+        return ("none", c["message"]) if settled or waited() > STUCK_S else None
     if c.get("reason") == "Pending" and waited() > STUCK_S:
         return ("none", "stuck: " + c.get("message", ""))  # Kueue did not retry it
     return None
@@ -221,8 +224,9 @@ def run_seed(t, tessera, cp, seed):
             t.note("%s %s -> %s (%.1f s)" % (name, _desc, got, time.monotonic() - started))
             if not got:
                 t.note(json.dumps(workload_of(cp, name), indent=1)[:3000])
-        if not got:
+        if not got:  # reported as a difference; dropped so that it does not hold a queue
             kueue[name] = "timeout"
+            drop(cp, name)
             continue
         kueue[name] = got[1] if got[0] == "node" else None
         why[name] = got[1]
