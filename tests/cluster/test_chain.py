@@ -67,8 +67,14 @@ def run(t, tessera, cp):
 
         def allocatable():
             return cp.api("GET", "/api/v1/nodes/node-a")["status"].get("allocatable", {})
-        alloc = eventually(lambda: allocatable() if allocatable().get("nvidia.com/gpu") == "4" and
-                           allocatable().get("nvidia.com/gpu.sliced.units") else None, 30)
+        # the three plugins' ListAndWatch reach the kubelet one by one: wait for all of them
+        want = {"nvidia.com/gpu": "4", "nvidia.com/gpu.shared": "40", "nvidia.com/gpu.sliced": "512"}
+
+        def complete():
+            a = allocatable()
+            return a if all(a.get(k) == v for k, v in want.items()) and \
+                a.get("nvidia.com/gpu.sliced.units") else None
+        alloc = eventually(complete, 60)
         t.ok(alloc and alloc.get("nvidia.com/gpu.shared") == "40" and
              alloc.get("nvidia.com/gpu.sliced") == "512",
              "the plugins' tokens reach the node's allocatable (4 GPUs, 40 shares, 512 slices)",
