@@ -99,10 +99,7 @@ static void idle_by_shape(const struct tsr_rcluster *c, int64_t starved_below, d
         for (size_t i = 0; i < c->n_nodes; i++) {
                 const struct tsr_rnode *n = &c->nodes[i];
                 enum tsr_replay_shape shape;
-                int64_t free_milli = 0;
 
-                for (unsigned g = 0; g < n->n_gpus; g++)
-                        free_milli += n->free[g];
                 if (n->cpu_free < starved_below)
                         shape = TSR_SHAPE_CPU_STARVED;
                 else
@@ -111,7 +108,7 @@ static void idle_by_shape(const struct tsr_rcluster *c, int64_t starved_below, d
                                 : n->n_gpus == 4 ? TSR_SHAPE_GPU4
                                 : n->n_gpus == 8 ? TSR_SHAPE_GPU8
                                                  : TSR_SHAPE_OTHER;
-                idle[shape] += (double)free_milli / 1000.0;
+                idle[shape] += (double)tsr_rnode_free_milli(n) / TSR_TRACE_MILLI;
         }
 }
 
