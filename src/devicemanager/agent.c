@@ -1034,6 +1034,17 @@ static void slice_caps(const struct tsr_dm_agent *a, json_t *pod, const char *ui
         snprintf(out->slice.uid, sizeof(out->slice.uid), "%s", uid);
 }
 
+/* The first device ID that appears twice in ids, or NULL. The kubelet never repeats one; granting
+ * a repeated one would give the container that device twice and charge it twice over. */
+static const char *repeated_id(const char *const *ids, size_t n)
+{
+        for (size_t i = 1; i < n; i++)
+                for (size_t j = 0; j < i; j++)
+                        if (!strcmp(ids[i], ids[j]))
+                                return ids[i];
+        return NULL;
+}
+
 void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char *const *ids,
                            size_t n_ids, struct tsr_dm_answer *out)
 {
@@ -1042,6 +1053,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         struct tsr_dp_identity id;
         struct tsr_dp_grant *g = malloc(sizeof(*g));
         char resource[TSR_KEY_MAX], uid[128] = "";
+        const char *dup;
         json_t *pods = NULL, *seen = NULL;
         unsigned long settled = 0;
         struct tsr_diag d;
@@ -1050,6 +1062,14 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         memset(out, 0, sizeof(*out));
         if (!ledger || !g || tsr_dp_resource_name(&a->node, f, resource)) {
                 answer(out, TSR_DM_INTERNAL, "device manager: out of memory");
+                free(ledger);
+                free(g);
+                return;
+        }
+        if ((dup = repeated_id(ids, n_ids))) {
+                answer(out, TSR_DM_INVALID_ARGUMENT,
+                       "device %s is named more than once in one container's request", dup);
+                out->reason = "duplicate_device";
                 free(ledger);
                 free(g);
                 return;

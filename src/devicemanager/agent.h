@@ -128,8 +128,8 @@ struct tsr_dm_answer {
         char pod[320];                    /* ns/name of the container's Pod */
         char container[64];
         /* When code is not OK: the refusal rule as a short stable code (a static string):
-         * internal, unidentified, mixed_families, held_back, invalid_device, no_capacity,
-         * marker_stale, no_profile, carve_failed, visibility. NULL when granted. */
+         * internal, unidentified, mixed_families, held_back, invalid_device, duplicate_device,
+         * no_capacity, marker_stale, no_profile, carve_failed, visibility. NULL when granted. */
         const char *reason;
         bool carved;       /* a MIG instance was created for this grant */
         bool carve_failed; /* creating a MIG instance failed (the backend's error) */

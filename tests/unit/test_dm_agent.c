@@ -1094,6 +1094,45 @@ static void test_foreign_token(void **state)
         assert_false(annotated("ex"));
 }
 
+/* One request naming a device twice (the kubelet never does; a forged or broken client may) is
+ * refused as a whole: no card granted twice, nothing recorded, nothing charged. */
+static void test_duplicate_ids(void **state)
+{
+        char t[2][TSR_TOKEN_ID_MAX], s[2][TSR_TOKEN_ID_MAX];
+        const char *twice[2] = {token(t[0], TSR_FAMILY_EXCLUSIVE, N.bound[0], 0),
+                                token(t[1], TSR_FAMILY_EXCLUSIVE, N.bound[0], 0)};
+        const char *share_twice[2] = {token(s[0], TSR_FAMILY_SHARED, N.bound[1], 2),
+                                      token(s[1], TSR_FAMILY_SHARED, N.bound[1], 2)};
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_dm_answer a;
+
+        (void)state;
+        add_pod(&N, "dup", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 2, NULL, 0),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, twice, 2, &a);
+        assert_int_equal(a.code, TSR_DM_INVALID_ARGUMENT);
+        assert_string_equal(a.reason, "duplicate_device");
+        assert_non_null(strstr(a.message, twice[0]));
+        assert_string_equal(a.visible, "");
+        add_pod(&N, "dup-share", TSR_FAMILY_SHARED, limits_of(TSR_FAMILY_SHARED, 2, NULL, 0),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_SHARED, share_twice, 2, &a);
+        assert_int_equal(a.code, TSR_DM_INVALID_ARGUMENT);
+        assert_false(annotated("dup"));
+        assert_false(annotated("dup-share"));
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        for (unsigned g = 0; g < GPUS; g++)
+                assert_int_equal(ledger[g].remaining, TSR_UNITS_PER_ACCEL);
+
+        /* the same Pod with two distinct cards is granted both */
+        twice[1] = token(t[1], TSR_FAMILY_EXCLUSIVE, N.bound[1], 0);
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, twice, 2, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[0]].allocated, TSR_UNITS_PER_ACCEL);
+        assert_int_equal(ledger[N.bound[1]].allocated, TSR_UNITS_PER_ACCEL);
+}
+
 static void test_partition_carved_and_reclaimed(void **state)
 {
         struct tsr_container_allocation *c = malloc(sizeof(*c));
@@ -2344,6 +2383,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_exclusive_pair, setup, teardown),
             cmocka_unit_test_setup_teardown(test_shared_on_exclusive_card, setup, teardown),
             cmocka_unit_test_setup_teardown(test_foreign_token, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_duplicate_ids, setup, teardown),
             cmocka_unit_test_setup_teardown(test_partition_carved_and_reclaimed, setup, teardown),
             cmocka_unit_test_setup_teardown(test_no_pending_container, setup, teardown),
             cmocka_unit_test_setup_teardown(test_preferred_slice_fits, setup, teardown),
