@@ -6,7 +6,7 @@
 
 BUILD_DIR := build
 
-.PHONY: all build peers demo test replay image clean
+.PHONY: all build peers demo test replay image fuzz clean
 
 all: build
 
@@ -40,5 +40,16 @@ replay: build
 image: build
 	BUILD_DIR=$(BUILD_DIR) bash tools/image.sh
 
+# Every fuzz target for FUZZ_SECONDS each (default 10; FUZZ_SECONDS=3600 for the long campaign),
+# in build-fuzz (clang-14, libFuzzer, ASan + UBSan). The committed corpora replay in `make test`.
+FUZZ_SECONDS ?= 10
+fuzz:
+	bash tools/setup.sh
+	@if [ ! -f build-fuzz/meson-private/coredata.dat ]; then \
+		CC=clang-14 meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false; \
+	fi
+	meson compile -C build-fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash tools/fuzz.sh build-fuzz
+
 clean:
-	rm -rf $(BUILD_DIR) build-ci-gcc build-ci-asan build-ci-tsan build-ci-fuzz
+	rm -rf $(BUILD_DIR) build-fuzz build-ci-gcc build-ci-asan build-ci-tsan build-ci-fuzz
