@@ -897,6 +897,7 @@ static int start_server(const struct options *o, const struct tsr_webhook_route 
             .threads = o->threads,
             .max_body = TSR_WEBHOOK_MAX_BODY_DEFAULT,
             .idle_timeout_s = 90,
+            .guard = TSR_CONN_GUARD_DEFAULTS,
             .routes = routes,
             .n_routes = 2,
             .lookup = fill_lookup,

@@ -62,6 +62,13 @@ static void usage(FILE *f)
             "  --max-body BYTES        largest review accepted (default 7340032)\n"
             "  --idle-timeout DURATION close idle keep-alive connections, whole seconds, 0 never\n"
             "                          (default 120s: longer than the API server's 90s)\n"
+            "  --max-connections N     open webhook connections, all clients (default 1024)\n"
+            "  --max-connections-per-client N  of those, from one address (default 256)\n"
+            "  --header-timeout DURATION  a new connection's TLS handshake and first headers\n"
+            "                          (default 10s)\n"
+            "  --request-timeout DURATION  a request from its headers to its answer (default\n"
+            "                          30s: the API server's longest webhook timeout)\n"
+            "  --max-body-memory BYTES review bodies held at once (default 134217728)\n"
             "  --kubeconfig PATH       API server config (default: in-cluster, then $KUBECONFIG,\n"
             "                          then ~/.kube/config)\n"
             "  --context NAME          kubeconfig context (default: current-context)\n"
@@ -93,6 +100,11 @@ enum {
         OPT_THREADS,
         OPT_MAX_BODY,
         OPT_IDLE,
+        OPT_MAX_CONN,
+        OPT_MAX_CONN_CLIENT,
+        OPT_HEADER_TIMEOUT,
+        OPT_REQUEST_TIMEOUT,
+        OPT_BODY_MEMORY,
         OPT_KUBECONFIG,
         OPT_CONTEXT,
         OPT_NAMESPACE,
@@ -114,6 +126,11 @@ static const struct option long_options[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"max-body", required_argument, NULL, OPT_MAX_BODY},
     {"idle-timeout", required_argument, NULL, OPT_IDLE},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+    {"max-connections-per-client", required_argument, NULL, OPT_MAX_CONN_CLIENT},
+    {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
+    {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+    {"max-body-memory", required_argument, NULL, OPT_BODY_MEMORY},
     {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
     {"context", required_argument, NULL, OPT_CONTEXT},
     {"system-namespace", required_argument, NULL, OPT_NAMESPACE},
@@ -169,6 +186,31 @@ static int apply_option(void *ctx, int opt, const char *arg)
                         break;
                 o->server.idle_timeout_s = ms / 1000;
                 return 0;
+        case OPT_MAX_CONN:
+                if (cli_parse_number(arg, 1, 65536, &v))
+                        break;
+                o->server.guard.max_connections = (unsigned)v;
+                return 0;
+        case OPT_MAX_CONN_CLIENT:
+                if (cli_parse_number(arg, 1, 65536, &v))
+                        break;
+                o->server.guard.max_per_client = (unsigned)v;
+                return 0;
+        case OPT_HEADER_TIMEOUT:
+                if (cli_parse_duration(arg, &ms) || ms % 1000 || !ms)
+                        break;
+                o->server.guard.header_deadline_s = ms / 1000;
+                return 0;
+        case OPT_REQUEST_TIMEOUT:
+                if (cli_parse_duration(arg, &ms) || ms % 1000 || !ms)
+                        break;
+                o->server.guard.request_deadline_s = ms / 1000;
+                return 0;
+        case OPT_BODY_MEMORY:
+                if (cli_parse_number(arg, 1, (long long)1 << 40, &v))
+                        break;
+                o->server.guard.body_memory = (size_t)v;
+                return 0;
         case OPT_KUBECONFIG:
                 o->kubeconfig = arg;
                 return 0;
@@ -223,6 +265,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         o->server.max_body = TSR_WEBHOOK_MAX_BODY_DEFAULT;
         /* Longer than the API server client's 90 s IdleConnTimeout: the client closes first. */
         o->server.idle_timeout_s = 120;
+        o->server.guard = TSR_CONN_GUARD_DEFAULTS;
         o->shutdown_delay_ms = 2000;
         o->shutdown_grace_ms = 10000;
         o->system_namespace = ns && *ns ? ns : "gpustack-system";

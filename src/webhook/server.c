@@ -13,7 +13,9 @@
 #include "base/diag.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/log_limit.h"
 #include "base/version.h"
+#include "webhook/conn_guard.h"
 #include "webhook/metrics.h"
 #include "webhook/tls_store.h"
 
@@ -28,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +41,10 @@
  * closed.
  */
 #define DRAIN_FACTOR 8
+
+/* The probe port's connections: the kubelet's probes and a scrape or two. */
+#define PROBE_CONNECTIONS    64
+#define PROBE_IDLE_TIMEOUT_S 10
 
 /* TLS 1.2 and 1.3 only: the API server's Go client never offers less. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
@@ -52,6 +60,8 @@ struct tsr_webhook_server {
         struct tsr_webhook_server_config cfg;
         struct tsr_tls_store *tls;
         struct tsr_metrics *metrics;
+        struct tsr_conn_guard *guard; /* the webhook port's connections and body memory */
+        struct tsr_log_limit mhd_log; /* libmicrohttpd's messages: a client can cause them */
         const char **names;
         struct listener webhooks, probes;
         atomic_int in_flight;
@@ -68,6 +78,7 @@ struct request {
         unsigned refuse;                       /* a 405 or 415 decided from the headers, or 0 */
         bool counted;                          /* a review in flight (in_flight counts it) */
         struct tsr_buf body;
+        size_t reserved; /* body bytes reserved from the guard's memory budget */
         bool too_big;
         unsigned long long discarded; /* body bytes read and dropped */
         struct timespec start;
@@ -155,6 +166,10 @@ static enum MHD_Result serve_readyz(struct tsr_webhook_server *s, struct MHD_Con
 
         if (atomic_load(&s->stopping))
                 return reply_text(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting down\n");
+        if (tsr_conn_guard_exhausted(s->guard, why, sizeof(why) - 1)) {
+                strcat(why, "\n");
+                return reply_text(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, why);
+        }
         if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
                 char line[TSR_WEBHOOK_WHY_MAX + 1];
 
@@ -169,7 +184,8 @@ static enum MHD_Result serve_metrics(struct tsr_webhook_server *s, struct MHD_Co
         struct tsr_buf out = TSR_BUF_INIT;
         char *text;
 
-        if (tsr_metrics_render(s->metrics, &out) || tsr_build_info_render("webhook", &out)) {
+        if (tsr_metrics_render(s->metrics, &out) || tsr_conn_guard_render(s->guard, &out) ||
+            tsr_build_info_render("webhook", &out)) {
                 tsr_buf_release(&out);
                 return reply(s, c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "text/plain", NULL);
         }
@@ -270,6 +286,15 @@ static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Con
         return ok;
 }
 
+/* The guard's slot of a webhook-port connection (NULL when it has none). */
+static struct tsr_conn_slot *slot_of(struct MHD_Connection *c)
+{
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return info ? info->socket_context : NULL;
+}
+
 /* The first call: what the headers decide. Returns MHD_YES with *con_cls set, or a 413 queued. */
 static enum MHD_Result begin(struct listener *l, struct MHD_Connection *c, const char *url,
                              const char *method, void **con_cls)
@@ -288,6 +313,8 @@ static enum MHD_Result begin(struct listener *l, struct MHD_Connection *c, const
         r = calloc(1, sizeof(*r));
         if (!r)
                 return MHD_NO;
+        if (l->tls)
+                tsr_conn_guard_request_begin(s->guard, slot_of(c));
         r->route = route;
         tsr_buf_init(&r->body);
         r->body.max = s->cfg.max_body + 1;
@@ -336,6 +363,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!r)
                 return begin(l, c, url, method, con_cls);
         if (*upload_data_size) {
+                /*
+                 * Past the memory budget the connection is closed at once: libmicrohttpd cannot
+                 * answer before the body ends, and holding it would hold the memory.
+                 */
+                if (r->counted && !r->too_big) {
+                        if (!tsr_conn_guard_body_reserve(l->server->guard, *upload_data_size))
+                                return MHD_NO;
+                        r->reserved += *upload_data_size;
+                }
                 if (r->counted && !r->too_big &&
                     tsr_buf_add(&r->body, upload_data, *upload_data_size))
                         r->too_big = true;
@@ -360,12 +396,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         struct listener *l = cls;
         struct request *r = *con_cls;
 
-        (void)c;
         (void)toe;
+        if (l->tls)
+                tsr_conn_guard_request_end(l->server->guard, slot_of(c));
         if (!r)
                 return;
         if (r->counted)
                 atomic_fetch_sub(&l->server->in_flight, 1);
+        tsr_conn_guard_body_release(l->server->guard, r->reserved);
         tsr_buf_release(&r->body);
         free(r);
         *con_cls = NULL;
@@ -374,34 +412,63 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 /*
  * Every accepted connection sends without Nagle's delay: a response leaves in two TLS records
  * (headers, body), and the second would otherwise wait for the peer's delayed ACK of the first,
- * some 40 ms per review on a keep-alive connection.
+ * some 40 ms per review on a keep-alive connection. A webhook-port connection takes a slot of
+ * the guard for its life (libmicrohttpd notifies the close before it closes the descriptor); one
+ * that finds none is cut at once.
  */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-        const union MHD_ConnectionInfo *info;
+        struct listener *l = cls;
+        const union MHD_ConnectionInfo *info, *client;
         int one = 1;
 
-        (void)cls;
-        (void)socket_context;
-        if (code != MHD_CONNECTION_NOTIFY_STARTED)
+        if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+                if (l->tls)
+                        tsr_conn_guard_closed(l->server->guard, *socket_context);
+                *socket_context = NULL;
                 return;
+        }
         info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (info)
-                setsockopt(info->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (!info)
+                return;
+        setsockopt(info->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (!l->tls)
+                return;
+        client = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = tsr_conn_guard_opened(l->server->guard, info->connect_fd,
+                                                client ? client->client_addr : NULL);
+        if (!*socket_context)
+                shutdown(info->connect_fd, SHUT_RDWR);
 }
 
+/* The webhook port's accept policy: the guard's budget and per-client share. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+        struct listener *l = cls;
+
+        return tsr_conn_guard_admit(l->server->guard, addr, len) ? MHD_YES : MHD_NO;
+}
+
+/*
+ * libmicrohttpd's own messages, at most one every 10 s: a client decides how many there are
+ * (every connection closed before its TLS handshake is one).
+ */
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 {
-        char msg[512];
+        struct tsr_webhook_server *s = cls;
+        unsigned long held;
+        char msg[512], held_text[24];
         size_t n;
 
-        (void)cls;
+        if (!tsr_log_limit_pass(&s->mhd_log, &held))
+                return;
+        snprintf(held_text, sizeof(held_text), "%lu", held);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         n = strlen(msg);
         while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
                 msg[--n] = '\0';
-        tsr_log(TSR_LOG_WARN, "http", "detail", msg, NULL);
+        tsr_log(TSR_LOG_WARN, "http", "detail", msg, "held_back", held_text, NULL);
 }
 
 /* Fills *ss for bind (NULL: unset) and port; returns the address family, or -1 for a bad one. */
@@ -432,10 +499,10 @@ static struct MHD_Daemon *start_daemon(struct listener *l, unsigned flags, unsig
                                        const struct MHD_OptionItem *opts)
 {
         if (l->tls)
-                return MHD_start_daemon(flags | MHD_USE_TLS, (uint16_t)port, NULL, NULL, on_request,
-                                        l, MHD_OPTION_ARRAY, opts, MHD_OPTION_HTTPS_CERT_CALLBACK,
-                                        &tsr_tls_store_retrieve, MHD_OPTION_HTTPS_PRIORITIES,
-                                        TLS_PRIORITIES, MHD_OPTION_END);
+                return MHD_start_daemon(
+                    flags | MHD_USE_TLS, (uint16_t)port, on_accept, l, on_request, l,
+                    MHD_OPTION_ARRAY, opts, MHD_OPTION_HTTPS_CERT_CALLBACK, &tsr_tls_store_retrieve,
+                    MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_END);
         return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, l, MHD_OPTION_ARRAY,
                                 opts, MHD_OPTION_END);
 }
@@ -454,7 +521,7 @@ static int listen_on(struct tsr_webhook_server *s, struct listener *l, unsigned 
         unsigned threads = l->tls ? cfg->threads : 1;
         struct sockaddr_storage ss;
         struct sockaddr *addr = NULL;
-        struct MHD_OptionItem opts[10];
+        struct MHD_OptionItem opts[12];
         size_t n = 0;
         const union MHD_DaemonInfo *info;
 
@@ -475,8 +542,14 @@ static int listen_on(struct tsr_webhook_server *s, struct listener *l, unsigned 
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, l};
         opts[n++] =
             (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, l};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
-                                            (intptr_t)cfg->idle_timeout_s, NULL};
+        opts[n++] = (struct MHD_OptionItem){
+            MHD_OPTION_CONNECTION_TIMEOUT,
+            (intptr_t)(l->tls ? cfg->idle_timeout_s : PROBE_IDLE_TIMEOUT_S), NULL};
+        /* A hard ceiling past the guard's budget (its slots' slack); probes get a few. */
+        opts[n++] = (struct MHD_OptionItem){
+            MHD_OPTION_CONNECTION_LIMIT,
+            (intptr_t)(l->tls ? cfg->guard.max_connections + TSR_CONN_SLACK : PROBE_CONNECTIONS),
+            NULL};
         if (threads > 1)
                 opts[n++] =
                     (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
@@ -497,6 +570,24 @@ static int listen_on(struct tsr_webhook_server *s, struct listener *l, unsigned 
         return 0;
 }
 
+/*
+ * Every connection of the budget needs a descriptor: the soft limit is raised toward the hard
+ * one when it is lower (a container's default is often 1024). Below it, accept fails and
+ * libmicrohttpd logs it.
+ */
+static void raise_open_files(unsigned max_connections)
+{
+        rlim_t want = (rlim_t)max_connections + TSR_CONN_SLACK + PROBE_CONNECTIONS + 256;
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+                return;
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl))
+                tsr_log(TSR_LOG_WARN, "cannot raise the open-file limit for --max-connections",
+                        NULL);
+}
+
 static int check_config(const struct tsr_webhook_server_config *cfg, struct tsr_diag *diag)
 {
         if (cfg->port > 65535 || cfg->probe_port > 65535 || cfg->probe_port < -1)
@@ -506,6 +597,11 @@ static int check_config(const struct tsr_webhook_server_config *cfg, struct tsr_
                                     cfg->threads);
         if (!cfg->max_body)
                 return tsr_diag_set(diag, TSR_EINVAL, "--max-body must be positive");
+        if (cfg->guard.body_memory < cfg->max_body)
+                return tsr_diag_set(diag, TSR_EINVAL,
+                                    "--max-body-memory (%zu) must hold at least one review of "
+                                    "--max-body (%zu)",
+                                    cfg->guard.body_memory, cfg->max_body);
         if (!cfg->lookup || !cfg->n_routes)
                 return tsr_diag_set(diag, TSR_EINVAL, "no routes or no lookup");
         return 0;
@@ -517,7 +613,8 @@ static void server_free(struct tsr_webhook_server *s)
                 MHD_stop_daemon(s->webhooks.daemon);
         if (s->probes.daemon)
                 MHD_stop_daemon(s->probes.daemon);
-        tsr_tls_store_free(s->tls); /* uninstalls it */
+        tsr_conn_guard_free(s->guard); /* after the daemons: every connection is closed */
+        tsr_tls_store_free(s->tls);    /* uninstalls it */
         tsr_metrics_free(s->metrics);
         free(s->names);
         free(s);
@@ -535,6 +632,7 @@ int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
         if (!s)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         s->cfg = *cfg;
+        s->mhd_log = (struct tsr_log_limit)TSR_LOG_LIMIT_INIT(10000);
         s->webhooks = (struct listener){s, NULL, true, 0};
         s->probes = (struct listener){s, NULL, false, 0};
         s->names = calloc(cfg->n_routes, sizeof(*s->names));
@@ -546,7 +644,11 @@ int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
                 server_free(s);
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         }
-        rc = tsr_tls_store_new(cfg->cert_file, cfg->key_file, &s->tls, diag);
+        s->cfg.guard.idle_timeout_s = cfg->idle_timeout_s;
+        s->cfg.guard.max_body = cfg->max_body;
+        rc = tsr_conn_guard_new(&s->cfg.guard, &s->guard, diag);
+        if (!rc)
+                rc = tsr_tls_store_new(cfg->cert_file, cfg->key_file, &s->tls, diag);
         if (rc) {
                 server_free(s);
                 return rc;
@@ -557,6 +659,7 @@ int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
                                     "another TLS webhook server runs in this process (the "
                                     "certificate callback is process-wide)");
         }
+        raise_open_files(cfg->guard.max_connections);
         rc = listen_on(s, &s->webhooks, cfg->port, diag);
         if (!rc && cfg->probe_port >= 0)
                 rc = listen_on(s, &s->probes, (unsigned)cfg->probe_port, diag);

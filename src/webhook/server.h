@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "webhook/conn_guard.h"
 #include "webhook/dispatch.h"
 
 struct tsr_diag;
@@ -57,6 +58,8 @@ struct tsr_webhook_server_config {
         unsigned threads;        /* worker threads, 1..256 */
         size_t max_body;         /* the largest review accepted, in bytes */
         unsigned idle_timeout_s; /* an idle keep-alive connection is closed after this; 0 never */
+        /* The webhook port's connection and memory budget (its idle_timeout_s is the above). */
+        struct tsr_conn_guard_config guard;
         const struct tsr_webhook_route *routes;
         size_t n_routes;
         /* Fills *lookup with the cluster state one review reads (its current Settings included). */
