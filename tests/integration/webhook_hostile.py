@@ -25,7 +25,8 @@ Checked, in order:
   the connections whose body would pass it are closed at once, and a real review is still
   answered (its kept-alive connection already open);
 - the log: "connection refused", "connection cut" and libmicrohttpd's own lines at most once
-  per reason every 10 s (plus the first), each with the count held back.
+  per reason every 10 s (plus the first), each with the count held back;
+- the webhook exits 0 on SIGTERM and wrote nothing but log lines (a sanitizer's report fails it).
 
 Prints TAP.
 """
@@ -48,7 +49,7 @@ from daemons import WebhookServer  # noqa: E402
 from tap import Tap  # noqa: E402
 from webhook_server import (MUTATE_POD, SLICE, SVC, Client, client_context,  # noqa: E402
                             install_pair, make_webhook_ca, make_webhook_leaf, pod,
-                            store_instancetype)
+                            store_instancetype, stray_lines)
 
 t = Tap()
 HEADER_S, REQUEST_S = 2, 3
@@ -92,6 +93,13 @@ def metric(w, name, labels=""):
     _, text = w.probe("/metrics")
     m = re.search(r"^%s%s (\d+)$" % (re.escape(name), re.escape(labels)), text, re.M)
     return int(m.group(1)) if m else None
+
+
+def sanitized(binary):
+    """True for an ASan or TSan build: their allocators keep freed memory, so RSS says little."""
+    with open(binary, "rb") as f:
+        data = f.read()
+    return b"__asan_init" in data or b"__tsan_init" in data
 
 
 def rss_kb(pid):
@@ -293,6 +301,8 @@ def check_partial_bodies(w, c, ctx):
     t.ok(status == 503 and "review memory budget is exhausted" in why,
          "/readyz says the review memory budget is exhausted", (status, why))
     refusals = metric(w, "tessera_webhook_body_refusals_total")
+    body = metric(w, "tessera_webhook_body_bytes")
+    t.ok(0 < body <= 16 << 20, "the bodies held stay within the budget (%d bytes)" % body)
     for s in held:
         s.settimeout(0.05)
         try:
@@ -303,8 +313,12 @@ def check_partial_bodies(w, c, ctx):
         except (OSError, ssl.SSLError):
             closed += 1
     growth_mb = (peak - rss0) / 1024
-    t.ok(growth_mb < 80, "200 partial bodies of 1,000,000 bytes grow the resident memory by "
-         "%.0f MB (budget 16 MiB; unguarded it held all 200 MB)" % growth_mb)
+    if sanitized(w.argv[0]):
+        t.skip("200 partial bodies grow the resident memory by less than 80 MB",
+               "a sanitizer's allocator keeps freed memory (%.0f MB here)" % growth_mb)
+    else:
+        t.ok(growth_mb < 80, "200 partial bodies of 1,000,000 bytes grow the resident memory "
+             "by %.0f MB (budget 16 MiB; unguarded it held all 200 MB)" % growth_mb)
     t.ok(refusals and refusals >= 150 and closed >= 150,
          "the bodies past the memory budget are refused, their connections closed at once (%s "
          "counted, %d seen closed)" % (refusals, closed))
@@ -356,6 +370,10 @@ def run(tessera, cp, d):
         check_partial_bodies(w, c, ctx)
         check_logs(w, time.monotonic() - t0)
         t.ok(w.alive(), "the webhook still runs")
+        rc = w.stop()
+        stray = stray_lines(w)
+        t.ok(rc == 0 and not stray, "it exits 0 on SIGTERM, its stderr only log lines (no "
+             "sanitizer report)", "\n".join(stray[:40]))
     except Exception:  # noqa: BLE001 - any failure is one failed TAP line with its cause
         t.crash("webhook_hostile")
         t.note("webhook log tail:\n" + w.log(30))
