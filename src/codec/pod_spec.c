@@ -22,14 +22,15 @@ static int read_list(json_t *res, const char *which, struct tsr_res_item *items,
         if (!json_is_object(map))
                 return tsr_diag_set(diag, TSR_EPARSE, "%s.resources.%s must be a map", where,
                                     which);
+        if (json_object_size(map) > TSR_RES_MAX)
+                return tsr_diag_set(diag, TSR_ETOOBIG,
+                                    "%s.resources.%s: Too many: %zu: must have at most %d items",
+                                    where, which, json_object_size(map), TSR_RES_MAX);
         json_object_foreach(map, key, v)
         {
                 struct tsr_res_item *it;
                 const char *s;
 
-                if (*n >= TSR_RES_MAX)
-                        return tsr_diag_set(diag, TSR_ETOOBIG, "%s: more than %d resources", where,
-                                            TSR_RES_MAX);
                 it = &items[*n];
                 if (json_is_string(v)) {
                         s = json_string_value(v);
@@ -73,9 +74,6 @@ static int read_containers(json_t *list, bool init, struct tsr_pod_req *out,
                 char where[64];
                 int rc;
 
-                if (out->n >= TSR_CONTAINERS_MAX)
-                        return tsr_diag_set(diag, TSR_ETOOBIG, "more than %d containers",
-                                            TSR_CONTAINERS_MAX);
                 r = &out->c[out->n];
                 memset(r, 0, sizeof(*r));
                 r->name = json_string_value(json_object_get(c, "name"));
@@ -103,13 +101,21 @@ int tsr_pod_spec_read(json_t *pod, struct tsr_pod_req *out, struct tsr_pod_spec_
                       struct tsr_diag *diag)
 {
         json_t *spec = json_object_get(pod, "spec");
+        json_t *init = json_object_get(spec, "initContainers");
+        json_t *app = json_object_get(spec, "containers");
+        size_t total = json_array_size(init) + json_array_size(app);
         int rc;
 
         out->n = 0;
         text->n = 0;
-        rc = read_containers(json_object_get(spec, "initContainers"), true, out, text, diag);
+        if (total > TSR_CONTAINERS_MAX)
+                return tsr_diag_set(diag, TSR_ETOOBIG,
+                                    "spec.containers: Too many: %zu: must have at most %d items "
+                                    "(containers and initContainers together)",
+                                    total, TSR_CONTAINERS_MAX);
+        rc = read_containers(init, true, out, text, diag);
         if (!rc)
-                rc = read_containers(json_object_get(spec, "containers"), false, out, text, diag);
+                rc = read_containers(app, false, out, text, diag);
         return rc;
 }
 

@@ -23,7 +23,9 @@ struct tsr_pod_spec_text {
 /*
  * Reads pod's containers, initContainers (restartPolicy Always marks a sidecar) and their
  * resources into *out. Returns 0, or TSR_EPARSE naming the field that is not a quantity, or
- * TSR_ETOOBIG past the container or resource limits.
+ * TSR_ETOOBIG past TSR_CONTAINERS_MAX containers or TSR_RES_MAX resources in one list, with
+ * a message in the API server's own form ("spec.containers: Too many: 33: must have at most
+ * 32 items").
  */
 int tsr_pod_spec_read(json_t *pod, struct tsr_pod_req *out, struct tsr_pod_spec_text *text,
                       struct tsr_diag *diag);

@@ -141,6 +141,14 @@ static int gate1_judge(const struct tsr_webhook_lookup *lookup, const struct tsr
                 return 0;
         *skip = false;
         rc = tsr_pod_spec_new(review->object, &g->spec, diag);
+        if (rc == TSR_ETOOBIG) {
+                /* A Pod past what gate 1 sizes is answered, not failed: the limit is named. */
+                tsr_verdict_deny(verdict, 403, "Forbidden",
+                                 "%s (the most tessera's Pod webhook "
+                                 "sizes)",
+                                 diag ? diag->msg : "too many containers or resources");
+                return 0;
+        }
         if (rc)
                 return rc;
         g->instancetype = lookup->instancetype_by_entrance(lookup->ctx, queue, &matches);

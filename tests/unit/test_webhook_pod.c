@@ -12,7 +12,9 @@
  * rule still denies at once; a partition whose profile has no memoryMib yet is retried too.
  * Last, a memory that is there but is not a quantity ("eighty") or not positive: a folding Pod's
  * review fails with TSR_EPARSE and a message naming the field and the value, while a Pod that
- * needs no memory is still admitted.
+ * needs no memory is still admitted. And a Pod past what gate 1 sizes (33 containers, or 33
+ * resources in one list) is denied by both halves in the API server's own "Too many" wording
+ * instead of failing the review (an HTTP 500 before), while 32 of each are still judged.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -306,6 +308,66 @@ static void test_pod__malformed_memory(void **state)
         }
 }
 
+/* A queued Pod with n_containers CPU-only containers, the first with n_resources limits. */
+static char *crowded_pod(unsigned n_containers, unsigned n_resources)
+{
+        size_t cap = 64 * 1024, len = 0;
+        char *out = malloc(cap);
+
+        assert_non_null(out);
+        len += (size_t)snprintf(out + len, cap - len,
+                                "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"
+                                "\"p\",\"namespace\":\"team-a\",\"labels\":{\"kueue.x-k8s.io/"
+                                "queue-name\":\"q\"}},\"spec\":{\"containers\":[");
+        for (unsigned c = 0; c < n_containers; c++) {
+                len += (size_t)snprintf(out + len, cap - len,
+                                        "%s{\"name\":\"c%u\",\"resources\":{\"limits\":{\"cpu\":"
+                                        "\"1\"",
+                                        c ? "," : "", c);
+                for (unsigned r = 1; c == 0 && r < n_resources; r++)
+                        len +=
+                            (size_t)snprintf(out + len, cap - len, ",\"example.com/r%u\":\"1\"", r);
+                len += (size_t)snprintf(out + len, cap - len, "}}}");
+        }
+        snprintf(out + len, cap - len, "]}}");
+        return out;
+}
+
+static void test_pod__too_many(void **state)
+{
+        static const struct {
+                unsigned containers, resources;
+                const char *msg; /* NULL: judged as usual (allowed) */
+        } rows[] = {
+            {32, 32, NULL},
+            {33, 1,
+             "spec.containers: Too many: 33: must have at most 32 items (containers and "
+             "initContainers together) (the most tessera's Pod webhook sizes)"},
+            {1, 33,
+             "spec.containers[0].resources.limits: Too many: 33: must have at most 32 items "
+             "(the most tessera's Pod webhook sizes)"},
+        };
+
+        (void)state;
+        use(shapes[0]);
+        for (size_t i = 0; i < N_ELEMS(rows); i++) {
+                char *pod = crowded_pod(rows[i].containers, rows[i].resources);
+                struct tsr_verdict v;
+                struct tsr_diag d;
+
+                assert_int_equal(mutate(pod, &v, &d), 0);
+                assert_int_equal(v.allowed, rows[i].msg == NULL);
+                json_decref(v.patched);
+                assert_int_equal(validate(pod, &v, &d), 0);
+                assert_int_equal(v.allowed, rows[i].msg == NULL);
+                if (rows[i].msg) {
+                        assert_int_equal(v.code, 403);
+                        assert_string_equal(v.message, rows[i].msg);
+                }
+                free(pod);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -313,6 +375,7 @@ int main(void)
                                             teardown),
             cmocka_unit_test_setup_teardown(test_pod__no_memory_yet, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pod__malformed_memory, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pod__too_many, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
