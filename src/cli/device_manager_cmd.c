@@ -289,10 +289,13 @@ static int open_fake(const struct options *o, struct tsr_fake_gpus **out, struct
         int rc;
 
         if (o->fake_state && access(o->fake_state, F_OK) == 0) {
-                rc = tsr_fake_gpus_load(o->fake_state, out);
+                struct tsr_diag why;
+
+                tsr_diag_clear(&why);
+                rc = tsr_fake_gpus_load(o->fake_state, out, &why);
                 if (rc)
                         return tsr_diag_set(diag, rc, "--fake-state %s: %s", o->fake_state,
-                                            tsr_strerror(rc));
+                                            why.msg);
         } else {
                 rc = tsr_fake_gpus_from_spec(o->dm.node_name, o->fake, out, diag);
                 if (rc)

@@ -548,6 +548,12 @@ int cli_replay(int argc, char **argv)
                 tsr_buf_release(&text);
                 return 2;
         }
+        if (!n_nodes) {
+                fprintf(stderr, "%s: the node list is empty (a header and no rows)\n", o.nodes);
+                free(nodes);
+                tsr_buf_release(&text);
+                return 2;
+        }
         t = calloc(o.n_pods, sizeof(*t));
         if (!t) {
                 status = 1;
@@ -564,7 +570,7 @@ int cli_replay(int argc, char **argv)
                         status = 2;
                 } else if (tsr_replay_setup_init(&t[i].setup, nodes, n_nodes, t[i].pods,
                                                  t[i].n_pods, o.tune, &diag)) {
-                        fprintf(stderr, "%s: %s: %s\n", PROG, o.pods[i], diag.msg);
+                        fprintf(stderr, "%s: %s\n", PROG, diag.msg);
                         status = 2;
                 } else {
                         t[i].have_setup = true;

@@ -744,19 +744,30 @@ int tsr_fake_gpus_save(const struct tsr_fake_gpus *f, const char *path)
         return rc;
 }
 
-static int load_gi(const struct tsr_fake_gpus *f, json_t *j, struct fake_gi *in)
+/* where: the instance's path in the file ("gpus[0].instances[1]"), for the message. */
+static int load_gi(const struct tsr_fake_gpus *f, json_t *j, struct fake_gi *in, const char *where,
+                   struct tsr_diag *diag)
 {
+        json_error_t jerr;
         json_t *cis;
         size_t k;
         json_t *c;
         int id, profile, start, size, slices;
 
-        if (json_unpack(j, "{s:i, s:i, s:i, s:i, s:i, s:o}", "id", &id, "profile", &profile,
-                        "start", &start, "size", &size, "slices", &slices, "cis", &cis) ||
-            !json_is_array(cis) || json_array_size(cis) > TSR_FAKE_CI_MAX || id < 0 || start < 0 ||
-            size <= 0 || start + size > TSR_MIG_AXIS_MAX || slices <= 0 ||
-            profile_by_id(f->product, (unsigned)profile) < 0)
-                return TSR_EPARSE;
+        if (json_unpack_ex(j, &jerr, 0, "{s:i, s:i, s:i, s:i, s:i, s:o}", "id", &id, "profile",
+                           &profile, "start", &start, "size", &size, "slices", &slices, "cis",
+                           &cis))
+                return tsr_diag_set(diag, TSR_EPARSE, "%s: %s", where, jerr.text);
+        if (!json_is_array(cis) || json_array_size(cis) > TSR_FAKE_CI_MAX)
+                return tsr_diag_set(diag, TSR_EPARSE, "%s.cis: not a list of at most %d", where,
+                                    TSR_FAKE_CI_MAX);
+        if (id < 0 || start < 0 || size <= 0 || start + size > TSR_MIG_AXIS_MAX || slices <= 0)
+                return tsr_diag_set(diag, TSR_EPARSE,
+                                    "%s: id %d, start %d, size %d, slices %d out of range", where,
+                                    id, start, size, slices);
+        if (profile_by_id(f->product, (unsigned)profile) < 0)
+                return tsr_diag_set(diag, TSR_EPARSE, "%s: profile %d is not one of %s's", where,
+                                    profile, f->product->name);
         *in = (struct fake_gi){.id = (unsigned)id,
                                .profile_id = (unsigned)profile,
                                .start = (unsigned)start,
@@ -767,9 +778,15 @@ static int load_gi(const struct tsr_fake_gpus *f, json_t *j, struct fake_gi *in)
                 const char *uuid;
                 int cid, cs;
 
-                if (json_unpack(c, "{s:i, s:i, s:s}", "id", &cid, "slices", &cs, "uuid", &uuid) ||
-                    cid < 0 || cs <= 0 || strlen(uuid) >= TSR_GPU_UUID_MAX)
-                        return TSR_EPARSE;
+                if (json_unpack_ex(c, &jerr, 0, "{s:i, s:i, s:s}", "id", &cid, "slices", &cs,
+                                   "uuid", &uuid))
+                        return tsr_diag_set(diag, TSR_EPARSE, "%s.cis[%zu]: %s", where, k,
+                                            jerr.text);
+                if (cid < 0 || cs <= 0 || strlen(uuid) >= TSR_GPU_UUID_MAX)
+                        return tsr_diag_set(diag, TSR_EPARSE,
+                                            "%s.cis[%zu]: id %d, slices %d or a uuid of %zu bytes "
+                                            "out of range",
+                                            where, k, cid, cs, strlen(uuid));
                 in->ci[k].id = (unsigned)cid;
                 in->ci[k].slices = (unsigned)cs;
                 memcpy(in->ci[k].uuid, uuid, strlen(uuid) + 1);
@@ -778,32 +795,44 @@ static int load_gi(const struct tsr_fake_gpus *f, json_t *j, struct fake_gi *in)
         return 0;
 }
 
-static int load_state(json_t *root, struct tsr_fake_gpus **out)
+static int load_state(json_t *root, struct tsr_fake_gpus **out, struct tsr_diag *diag)
 {
         const char *node, *product;
+        json_error_t jerr;
         json_int_t seq;
         json_t *gpus, *starts, *g, *s;
         const struct tsr_product *p;
-        size_t i;
+        size_t i, n_starts;
         int rc;
 
-        if (json_unpack(root, "{s:s, s:s, s:I, s:o, s:o}", "node", &node, "product", &product,
-                        "seq", &seq, "gpus", &gpus, "driver_starts", &starts) ||
-            !json_is_array(gpus) || !json_is_array(starts) || seq < 0 || seq > UINT32_MAX)
-                return TSR_EPARSE;
+        if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:I, s:o, s:o}", "node", &node, "product",
+                           &product, "seq", &seq, "gpus", &gpus, "driver_starts", &starts))
+                return tsr_diag_set(diag, TSR_EPARSE, "%s", jerr.text);
+        if (!json_is_array(gpus) || !json_is_array(starts))
+                return tsr_diag_set(diag, TSR_EPARSE, "gpus and driver_starts must be lists");
+        if (seq < 0 || seq > UINT32_MAX)
+                return tsr_diag_set(diag, TSR_EPARSE, "seq %lld out of range", (long long)seq);
         p = tsr_catalog_product_by_name(product);
-        if (!p || json_array_size(starts) !=
-                      (p->n_profiles < TSR_MIG_PROFILES_MAX ? p->n_profiles : TSR_MIG_PROFILES_MAX))
-                return TSR_EPARSE;
+        if (!p)
+                return tsr_diag_set(diag, TSR_EPARSE, "product \"%s\" is not in the catalog",
+                                    product);
+        n_starts = p->n_profiles < TSR_MIG_PROFILES_MAX ? p->n_profiles : TSR_MIG_PROFILES_MAX;
+        if (json_array_size(starts) != n_starts)
+                return tsr_diag_set(diag, TSR_EPARSE,
+                                    "driver_starts has %zu entries, %s has %zu profiles",
+                                    json_array_size(starts), p->name, n_starts);
         rc = alloc_gpus(node, p, (unsigned)json_array_size(gpus), out);
         if (rc)
-                return rc == TSR_EINVAL ? TSR_EPARSE : rc;
+                return tsr_diag_set(diag, rc == TSR_EINVAL ? TSR_EPARSE : rc,
+                                    "%zu GPUs named for node \"%s\": %s", json_array_size(gpus),
+                                    node, rc == TSR_EINVAL ? "out of range" : tsr_strerror(rc));
         (*out)->seq = (unsigned)seq;
         json_array_foreach(starts, i, s)
         {
                 if (!json_is_integer(s) || json_integer_value(s) < 0 ||
                     json_integer_value(s) > UINT32_MAX)
-                        return TSR_EPARSE;
+                        return tsr_diag_set(diag, TSR_EPARSE,
+                                            "driver_starts[%zu]: not a count of starts", i);
                 (*out)->starts[i] = (uint32_t)json_integer_value(s);
         }
         json_array_foreach(gpus, i, g)
@@ -813,15 +842,21 @@ static int load_state(json_t *root, struct tsr_fake_gpus **out)
                 int mig, pending;
                 size_t k;
 
-                if (json_unpack(g, "{s:b, s:b, s:o}", "mig", &mig, "pending", &pending, "instances",
-                                &insts) ||
-                    !json_is_array(insts) || json_array_size(insts) > TSR_GPU_INSTANCES_MAX)
-                        return TSR_EPARSE;
+                if (json_unpack_ex(g, &jerr, 0, "{s:b, s:b, s:o}", "mig", &mig, "pending", &pending,
+                                   "instances", &insts))
+                        return tsr_diag_set(diag, TSR_EPARSE, "gpus[%zu]: %s", i, jerr.text);
+                if (!json_is_array(insts) || json_array_size(insts) > TSR_GPU_INSTANCES_MAX)
+                        return tsr_diag_set(diag, TSR_EPARSE,
+                                            "gpus[%zu].instances: not a list of at most %d", i,
+                                            TSR_GPU_INSTANCES_MAX);
                 gp->mig = mig;
                 gp->pending = pending;
                 json_array_foreach(insts, k, in)
                 {
-                        rc = load_gi(*out, in, &gp->gi[k]);
+                        char where[64];
+
+                        snprintf(where, sizeof(where), "gpus[%zu].instances[%zu]", i, k);
+                        rc = load_gi(*out, in, &gp->gi[k], where, diag);
                         if (rc)
                                 return rc;
                 }
@@ -830,16 +865,19 @@ static int load_state(json_t *root, struct tsr_fake_gpus **out)
         return 0;
 }
 
-int tsr_fake_gpus_load(const char *path, struct tsr_fake_gpus **out)
+int tsr_fake_gpus_load(const char *path, struct tsr_fake_gpus **out, struct tsr_diag *diag)
 {
         json_error_t jerr;
         json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
         struct tsr_fake_gpus *f = NULL;
         int rc;
 
+        if (!root && json_error_code(&jerr) == json_error_cannot_open_file)
+                return tsr_diag_set(diag, TSR_EIO, "%s", jerr.text);
         if (!root)
-                return json_error_code(&jerr) == json_error_cannot_open_file ? TSR_EIO : TSR_EPARSE;
-        rc = load_state(root, &f);
+                return tsr_diag_set(diag, TSR_EPARSE, "line %d column %d: %s", jerr.line,
+                                    jerr.column, jerr.text);
+        rc = load_state(root, &f, diag);
         json_decref(root);
         if (rc) {
                 tsr_fake_gpus_free(f);

@@ -128,8 +128,11 @@ int tsr_fake_gpus_carve(struct tsr_fake_gpus *f, unsigned gpu, unsigned gi_profi
  */
 int tsr_fake_gpus_save(const struct tsr_fake_gpus *f, const char *path);
 
-/* Reads a state written by tsr_fake_gpus_save. TSR_EIO, TSR_EPARSE, TSR_ENOMEM. */
-int tsr_fake_gpus_load(const char *path, struct tsr_fake_gpus **out);
+/*
+ * Reads a state written by tsr_fake_gpus_save. TSR_EIO, TSR_EPARSE, TSR_ENOMEM, with diag naming
+ * the fault: the JSON error's line and column, or the field ("gpus[0].instances[1]: ...").
+ */
+int tsr_fake_gpus_load(const char *path, struct tsr_fake_gpus **out, struct tsr_diag *diag);
 
 /*
  * Auto-save: from now on every mutation saves the state to path before the call returns (a failed

@@ -20,6 +20,7 @@
 #include "webhook/tls_store.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -704,6 +705,28 @@ static unsigned open_connections(const struct listener *l)
         return info ? info->num_connections : 0;
 }
 
+/*
+ * Hands the connections waiting in the quiesced listening socket's queue to the daemon: closing
+ * the socket with them queued would reset them, and a client (the API server dialling before
+ * its endpoints dropped this replica) would see a reset instead of an answer. Each is answered
+ * with Connection: close, as every answer during the drain.
+ */
+static unsigned adopt_queued(struct tsr_webhook_server *s, MHD_socket fd)
+{
+        unsigned n = 0;
+
+        for (;; n++) {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof(ss);
+                int c = accept(fd, (struct sockaddr *)&ss, &len);
+
+                if (c < 0)
+                        return n;
+                /* libmicrohttpd closes the socket itself when it cannot take it. */
+                MHD_add_connection(s->webhooks.daemon, c, (struct sockaddr *)&ss, len);
+        }
+}
+
 void tsr_webhook_server_stop(struct tsr_webhook_server *s, unsigned delay_ms, unsigned grace_ms)
 {
         MHD_socket fd;
@@ -714,14 +737,22 @@ void tsr_webhook_server_stop(struct tsr_webhook_server *s, unsigned delay_ms, un
         atomic_store(&s->stopping, true); /* not ready; every answer now closes its connection */
         sleep_ms(delay_ms);
         fd = MHD_quiesce_daemon(s->webhooks.daemon);
+        if (fd != MHD_INVALID_SOCKET)
+                fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         /*
          * Kept-alive connections stay open after the quiesce: each closes after its next answer,
-         * or at the deadline. Reviews in flight are answered first.
+         * or at the deadline. Reviews in flight are answered first; connections still queued on
+         * the listening socket are taken in and answered too.
          */
         deadline = now_ms() + grace_ms;
-        while ((atomic_load(&s->in_flight) > 0 || open_connections(&s->webhooks) > 0) &&
-               now_ms() < deadline)
+        do {
+                /* An adopted connection reaches the count on its worker's next turn. */
+                unsigned adopted = fd != MHD_INVALID_SOCKET ? adopt_queued(s, fd) : 0;
+
+                if (!adopted && !atomic_load(&s->in_flight) && !open_connections(&s->webhooks))
+                        break;
                 sleep_ms(10);
+        } while (now_ms() < deadline);
         if (atomic_load(&s->in_flight) > 0)
                 tsr_log(TSR_LOG_WARN, "shutdown grace ended with reviews in flight", NULL);
         server_free(s);

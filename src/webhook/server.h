@@ -21,7 +21,8 @@
  *
  * Shutdown (tsr_webhook_server_stop) first reports not-ready for delay_ms while still serving, so
  * the API server's endpoints drop this replica, every answer from then on closing its connection;
- * then stops accepting connections and waits up to grace_ms for the reviews in flight and for the
+ * then stops accepting connections (those already queued on the listening socket are still taken
+ * in and answered, not reset) and waits up to grace_ms for the reviews in flight and for the
  * kept-alive connections (each closes after its next answer), and closes what is left.
  *
  * One server per process: GnuTLS's certificate callback is process-wide (tls_store.h).

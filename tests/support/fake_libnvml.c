@@ -165,7 +165,7 @@ nvmlReturn_t nvmlInit_v2(void)
         if (lib.refs++)
                 return NVML_SUCCESS;
         if (state && *state) {
-                rc = tsr_fake_gpus_load(state, &lib.model);
+                rc = tsr_fake_gpus_load(state, &lib.model, NULL);
                 if (!rc && (rc = tsr_fake_gpus_persist(lib.model, state)) != 0)
                         tsr_fake_gpus_free(lib.model);
         } else if (spec && *spec) {

@@ -89,7 +89,7 @@ static void test_reuse_after_restart(void **state)
         {
                 struct tsr_fake_gpus *f;
 
-                assert_int_equal(tsr_fake_gpus_load(path, &f), 0);
+                assert_int_equal(tsr_fake_gpus_load(path, &f, NULL), 0);
                 mx_init_loaded(&n, f, dir);
         }
         assert_int_equal(mx_allocate(&n, "pod-a", "2g.20gb", NULL), 0);

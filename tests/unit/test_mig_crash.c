@@ -93,7 +93,7 @@ static void restart(struct mx_node *n, const struct dirs *d)
         tsr_mig_reclaimer_free(n->reclaimer);
         tsr_mig_store_free(n->store);
         tsr_fake_gpus_free(n->fake);
-        assert_int_equal(tsr_fake_gpus_load(d->state, &f), 0);
+        assert_int_equal(tsr_fake_gpus_load(d->state, &f, NULL), 0);
         assert_int_equal(tsr_fake_gpus_persist(f, d->state), 0);
         mx_init_loaded(n, f, d->pods);
         assert_int_equal(tsr_mig_reclaim_recover(n->reclaimer, &rec, NULL), 0);

@@ -283,7 +283,7 @@ static void test_state_file(void **state)
         assert_int_equal(in[0].n_ci, 1);
         /* The library saves every change back: a destroy is on disk once the call returns. */
         assert_int_equal(tsr_nvml_gpu_ops.ci_destroy(n, 0, in[0].gi_id, in[0].ci_id), 0);
-        assert_int_equal(tsr_fake_gpus_load(path, &f), 0);
+        assert_int_equal(tsr_fake_gpus_load(path, &f, NULL), 0);
         assert_int_equal(tsr_fake_gpu_ops.gi_list(f, 0, in, TSR_GPU_INSTANCES_MAX, &ni), 0);
         assert_int_equal(in[0].n_ci, 0);
         tsr_fake_gpus_free(f);

@@ -162,7 +162,7 @@ static void record(void *arg, const char *point)
                 struct tsr_fake_gpus *g;
                 struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
 
-                assert_int_equal(tsr_fake_gpus_load(t->path, &g), 0);
+                assert_int_equal(tsr_fake_gpus_load(t->path, &g, NULL), 0);
                 t->saved_n = list(g, 0, in);
                 tsr_fake_gpus_free(g);
         }
@@ -236,7 +236,7 @@ static void test_save_load_roundtrip(void **state)
         assert_int_equal(tsr_fake_gpus_carve(f, 0, 14, 9, true, &id), 0);
         assert_int_equal(tsr_fake_gpus_set_driver_starts(f, 67, 0), 0);
         assert_int_equal(tsr_fake_gpus_save(f, a), 0);
-        assert_int_equal(tsr_fake_gpus_load(a, &g), 0);
+        assert_int_equal(tsr_fake_gpus_load(a, &g, NULL), 0);
         assert_int_equal(tsr_fake_gpus_save(g, b), 0);
         sa = slurp(a);
         sb = slurp(b);
@@ -256,15 +256,31 @@ static void test_save_load_roundtrip(void **state)
         free(sb);
         tsr_fake_gpus_free(f);
         tsr_fake_gpus_free(g);
-        assert_int_equal(tsr_fake_gpus_load("/nonexistent/state.json", &g), TSR_EIO);
+        assert_int_equal(tsr_fake_gpus_load("/nonexistent/state.json", &g, NULL), TSR_EIO);
         assert_int_equal(unlink(b), 0);
         {
-                FILE *fp = fopen(a, "w");
+                /* A broken state names what is wrong (it said only "malformed input"). */
+                static const struct {
+                        const char *text, *msg;
+                } bad[] = {
+                    {"{\"node\": 1}", "Expected string, got integer"},
+                    {"{\"node\"", "line 1 column 7: ':' expected near end of file"},
+                    {"{\"node\":\"n\",\"product\":\"NVIDIA Z9\",\"seq\":0,\"gpus\":[],"
+                     "\"driver_starts\":[]}",
+                     "product \"NVIDIA Z9\" is not in the catalog"},
+                };
+                struct tsr_diag d;
 
-                fputs("{\"node\": 1}", fp);
-                fclose(fp);
+                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                        FILE *fp = fopen(a, "w");
+
+                        fputs(bad[i].text, fp);
+                        fclose(fp);
+                        tsr_diag_clear(&d);
+                        assert_int_equal(tsr_fake_gpus_load(a, &g, &d), TSR_EPARSE);
+                        assert_string_equal(d.msg, bad[i].msg);
+                }
         }
-        assert_int_equal(tsr_fake_gpus_load(a, &g), TSR_EPARSE);
         unlink(a);
 }
 
@@ -300,7 +316,7 @@ static struct tsr_fake_gpus *crash(const char *point, const char *path)
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_true(WIFEXITED(status));
         assert_int_equal(WEXITSTATUS(status), 0);
-        assert_int_equal(tsr_fake_gpus_load(path, &g), 0);
+        assert_int_equal(tsr_fake_gpus_load(path, &g, NULL), 0);
         return g;
 }
 
