@@ -103,14 +103,34 @@ struct files_store {
         char root[TSR_MIG_PATH_MAX];
 };
 
-/* Reads at most max bytes of path into buf. 0, 1 when the file is gone, -1 on error. */
-static int read_small(const char *path, char *buf, size_t max, size_t *len)
-{
-        int fd = open(path, O_RDONLY);
-        size_t got = 0;
+enum read_result { READ_OK, READ_GONE, READ_NOT_FILE, READ_ERROR };
 
+/*
+ * Reads at most max bytes of path into buf, never blocking and never following a link: a FIFO,
+ * a device, a directory or a symbolic link named like a marker is READ_NOT_FILE with *kind
+ * naming it (it becomes a corrupt entry that holds its card, not a hang or a failed list).
+ */
+static enum read_result read_small(const char *path, char *buf, size_t max, size_t *len,
+                                   const char **kind)
+{
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+        size_t got = 0;
+        struct stat st;
+
+        if (fd < 0 && errno == ELOOP) {
+                *kind = "a symbolic link";
+                return READ_NOT_FILE;
+        }
         if (fd < 0)
-                return errno == ENOENT ? 1 : -1;
+                return errno == ENOENT ? READ_GONE : READ_ERROR;
+        if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+                *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                        : S_ISFIFO(st.st_mode) ? "a FIFO"
+                        : S_ISSOCK(st.st_mode) ? "a socket"
+                                               : "not a regular file";
+                close(fd);
+                return READ_NOT_FILE;
+        }
         for (;;) {
                 ssize_t r = read(fd, buf + got, max - got);
 
@@ -118,7 +138,7 @@ static int read_small(const char *path, char *buf, size_t max, size_t *len)
                         continue;
                 if (r < 0) {
                         close(fd);
-                        return -1;
+                        return READ_ERROR;
                 }
                 if (r == 0 || got + (size_t)r == max) {
                         got += (size_t)r;
@@ -128,7 +148,7 @@ static int read_small(const char *path, char *buf, size_t max, size_t *len)
         }
         close(fd);
         *len = got;
-        return 0;
+        return READ_OK;
 }
 
 /* Opens dir for scanning: the DIR, or NULL with *gone set when it vanished (not an error). */
@@ -163,8 +183,9 @@ static int scan_container(const char *root, const char *pod, const char *cdir, s
                                            strerror(errno));
         while (!rc && (de = readdir(d))) {
                 char card[TSR_MIG_MARKER_UUID_MAX];
+                const char *kind = "";
                 size_t len = 0;
-                int r;
+                enum read_result r;
 
                 if (de->d_name[0] == '.' ||
                     tsr_mig_marker_card_of_name(de->d_name, card, sizeof(card)))
@@ -178,15 +199,21 @@ static int scan_container(const char *root, const char *pod, const char *cdir, s
                         rc = tsr_diag_set(sc->diag, TSR_ETOOBIG, "MIG markers: path too long");
                         break;
                 }
-                r = read_small(file, body, sizeof(body), &len);
-                if (r == 1)
+                r = read_small(file, body, sizeof(body), &len, &kind);
+                if (r == READ_GONE)
                         continue;
-                if (r < 0) {
+                if (r == READ_ERROR) {
                         rc = tsr_diag_set(sc->diag, TSR_EIO, "MIG markers: %s: %s", file,
                                           strerror(errno));
                         break;
                 }
-                entry_of(&sc->out[sc->n++], file, pod, cdir + 2, card, body, len);
+                entry_of(&sc->out[sc->n], file, pod, cdir + 2, card, body, len);
+                if (r == READ_NOT_FILE) {
+                        sc->out[sc->n].corrupt = true;
+                        snprintf(sc->out[sc->n].why, sizeof(sc->out[sc->n].why),
+                                 "MIG marker: %s, not a regular file", kind);
+                }
+                sc->n++;
         }
         closedir(d);
         return rc;

@@ -8,7 +8,9 @@
  * list returns every marker file in deterministic order (ascending path), each decoded by
  * codec/mig_marker.h's fail-closed decoder. A marker that does not decode is returned with corrupt
  * set, its Pod UID and card taken from its path and the decoder's message in why: it is reported,
- * never silently dropped, and its path stays attributable to a Pod. The files backend tolerates
+ * never silently dropped, and its path stays attributable to a Pod; so is anything named like a
+ * marker that is not a regular file (a FIFO, a directory, a socket, a symbolic link), which the
+ * files backend never opens blocking and never follows. The files backend tolerates
  * directories and files that vanish while it scans (a Pod's directory the kubelet removes), and
  * fails the whole list with TSR_EIO when the pods directory itself, or any marker it found, cannot
  * be read: a caller that cannot see every marker must not decide anything (reclaim destroys

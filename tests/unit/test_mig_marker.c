@@ -251,6 +251,46 @@ static void test_files_store(void **state)
         tsr_mig_store_free(s);
 }
 
+/* Anything named like a marker that is not a regular file: listed corrupt, never a hang. */
+static void test_files_not_regular(void **state)
+{
+        static const struct {
+                const char *card, *kind;
+        } rows[] = {{"GPU-d1", "a directory"}, {"GPU-f1", "a FIFO"}, {"GPU-l1", "a symbolic link"}};
+        struct tsr_mig_marker_entry e[8];
+        struct tsr_mig_store *s;
+        char top[128], path[512], target[512];
+        size_t n = 0;
+
+        (void)state;
+        snprintf(top, sizeof(top), "%s/hostile", root);
+        assert_int_equal(mkdir(top, 0755), 0);
+        snprintf(path, sizeof(path), "%s/pod-h", top);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/pod-h/c-main", top);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/pod-h/c-main/nvidia-mig-GPU-d1.json", top);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/pod-h/c-main/nvidia-mig-GPU-f1.json", top);
+        assert_int_equal(mkfifo(path, 0644), 0);
+        snprintf(target, sizeof(target), "%s/valid.json", top);
+        write_file(target, valid);
+        snprintf(path, sizeof(path), "%s/pod-h/c-main/nvidia-mig-GPU-l1.json", top);
+        assert_int_equal(symlink(target, path), 0);
+        assert_int_equal(tsr_mig_store_files_new(top, &s), 0);
+        alarm(10); /* a blocking open of the FIFO would hang here: fail instead */
+        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        alarm(0);
+        assert_int_equal(n, 3);
+        for (size_t i = 0; i < 3; i++) {
+                assert_true(e[i].corrupt);
+                assert_string_equal(e[i].pod_uid, "pod-h");
+                assert_string_equal(e[i].card, rows[i].card);
+                assert_non_null(strstr(e[i].why, rows[i].kind));
+        }
+        tsr_mig_store_free(s);
+}
+
 static void test_files_unreadable_root(void **state)
 {
         struct tsr_mig_marker_entry e[2];
@@ -299,13 +339,10 @@ static void test_memory_store(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_encode_round_trip),
-            cmocka_unit_test(test_fail_closed),
-            cmocka_unit_test(test_unknown_keys_ignored),
-            cmocka_unit_test(test_card_of_name),
-            cmocka_unit_test(test_files_store),
-            cmocka_unit_test(test_files_unreadable_root),
-            cmocka_unit_test(test_memory_store),
+            cmocka_unit_test(test_encode_round_trip),     cmocka_unit_test(test_fail_closed),
+            cmocka_unit_test(test_unknown_keys_ignored),  cmocka_unit_test(test_card_of_name),
+            cmocka_unit_test(test_files_store),           cmocka_unit_test(test_files_not_regular),
+            cmocka_unit_test(test_files_unreadable_root), cmocka_unit_test(test_memory_store),
         };
 
         return cmocka_run_group_tests(tests, make_root, remove_root);
