@@ -308,6 +308,7 @@ static int serve(struct options *o, struct tsr_kube_client *client)
         o->server.n_routes = tsr_webhook_n_routes;
         o->server.lookup = tsr_cache_lookup_fill;
         o->server.ready = tsr_cache_lookup_ready;
+        o->server.metrics = tsr_cache_lookup_metrics;
         o->server.ctx = &source;
         rc = tsr_webhook_server_start(&o->server, &server, &diag);
         if (rc) {

@@ -486,6 +486,8 @@ int tsr_controller_metrics(struct tsr_controller *c, struct tsr_buf *out)
                     (long long)atomic_load(&c->cert_not_after[1]),
                     atomic_load(&c->cert_rotations[0]), atomic_load(&c->cert_rotations[1]),
                     atomic_load(&c->cert_bundle_patches));
+        if (!rc && c->cache)
+                rc = tsr_kube_cache_render_metrics(c->cache, out);
         return rc;
 }
 

@@ -3,11 +3,18 @@
  * pages, one snapshot) into a fresh map and swap it in, then watch from the list's
  * resourceVersion; every event replaces or removes one map entry and moves the resume point, as
  * does every BOOKMARK. A 410 (an HTTP 410, or an ERROR event with code 410) sends the watcher back
- * to list; any other failure retries the watch from the resume point after a capped exponential
- * backoff with jitter. A watch the server ends cleanly is resumed at once. A 401 or 403 also sends
- * the watcher back to list (after the backoff), and a 410, 401 or 403 marks the resource stale
- * (c->stale, st.stale) until that list completes: the map is kept and still served, but it is
- * known to miss changes (tsr_kube_cache_current).
+ * to list, at once the first time, after the backoff when the watch that followed the relist
+ * brought no event before its own 410 (a server answering every watch 410 gets a few requests
+ * a second at most, not a tight loop); any other failure retries the watch from the resume point
+ * after a capped exponential backoff with jitter. A watch the server ends cleanly is resumed at
+ * once. A 401 or 403 also sends the watcher back to list (after the backoff), and a 410, 401 or 403
+ * marks the resource stale (c->stale, st.stale) until that list completes: the map is kept and
+ * still served, but it is known to miss changes (tsr_kube_cache_current).
+ *
+ * Health: every failure (a list or watch error, a 410) is logged, at most once per resource every
+ * 10 s with the number held back, and counted; the stats carry when the resource last made
+ * progress (a list, an event, a bookmark, a watch that began) and since when it is stale, which
+ * tsr_kube_cache_render_metrics exposes as tessera_kube_watch_* series.
  *
  * Locking: c->lock (a rwlock) guards every watcher's map and counters; readers hold it shared
  * to find an object and copy it. Writers never modify a stored object: an event's object replaces
@@ -30,8 +37,11 @@
  */
 #include "kube/cache.h"
 
+#include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
+#include "base/log.h"
+#include "base/log_limit.h"
 #include "base/timespec.h"
 #include "core/settings.h"
 #include "kube/client.h"
@@ -49,6 +59,7 @@
 #define DEFAULT_WATCH_TIMEOUT_S    300L
 #define DEFAULT_PAGE_LIMIT         500L
 #define SHORT_WATCH_MS             1000 /* a clean end sooner than this without events is a failure */
+#define LOG_EVERY_MS               10000
 #define KEY_MAX                    512
 #define ENTRANCE_LABEL             "schedule.gpustack.ai/queue-entrance"
 
@@ -118,6 +129,11 @@ struct watcher {
         char field_selector[sizeof(NODE_SELECTOR) + NODE_NAME_MAX]; /* "" for none; likewise */
         json_t *objects;                /* key -> object; guarded by c->lock */
         struct tsr_kube_cache_stats st; /* guarded by c->lock */
+        int64_t progress_ms;            /* the last progress (monotonic); guarded by c->lock */
+        int64_t failing_since_ms;       /* the first failure of the current run, 0 if none;
+                                           guarded by c->lock, as the two below */
+        int64_t watch_began_ms;         /* when the watch in flight began, 0 if none */
+        struct tsr_log_limit log;       /* failures' log lines */
 };
 
 struct tsr_kube_cache {
@@ -256,10 +272,46 @@ static bool refused(const struct tsr_kube_result *res)
         return res->http == 401 || res->http == 403;
 }
 
-static void note_error(struct watcher *w, const struct tsr_diag *diag)
+/* Records and logs (rate-limited) a failure; what is the watcher's next step, for the log. */
+static void note_error(struct watcher *w, const struct tsr_diag *diag, const char *what,
+                       enum tsr_log_level level)
 {
+        unsigned long held;
+        char held_text[24];
+
         pthread_rwlock_wrlock(&w->c->lock);
         snprintf(w->st.last_error, sizeof(w->st.last_error), "%s", diag->msg);
+        if (!w->failing_since_ms)
+                w->failing_since_ms = now_ms();
+        pthread_rwlock_unlock(&w->c->lock);
+        if (!tsr_log_limit_pass(&w->log, &held))
+                return;
+        snprintf(held_text, sizeof(held_text), "%lu", held);
+        tsr_log(level, "watch failed", "resource", resources[w->r].name, "next", what, "error",
+                diag->msg, "held_back", held_text, NULL);
+}
+
+/* A watch began at began_ms (0: it ended). */
+static void watching(struct watcher *w, int64_t began_ms)
+{
+        pthread_rwlock_wrlock(&w->c->lock);
+        w->watch_began_ms = began_ms;
+        pthread_rwlock_unlock(&w->c->lock);
+}
+
+/* The resource's watch works again: its failing run is over. */
+static void healthy(struct watcher *w)
+{
+        pthread_rwlock_wrlock(&w->c->lock);
+        w->failing_since_ms = 0;
+        pthread_rwlock_unlock(&w->c->lock);
+}
+
+/* The resource made progress: a list, an event, a bookmark, a watch the server took. */
+static void progressed(struct watcher *w)
+{
+        pthread_rwlock_wrlock(&w->c->lock);
+        w->progress_ms = now_ms();
         pthread_rwlock_unlock(&w->c->lock);
 }
 
@@ -314,6 +366,7 @@ static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *re
                 w->st.relists_gone++;
         w->st.synced = true;
         w->st.stale = false;
+        w->progress_ms = now_ms();
         w->st.objects = json_object_size(map);
         pthread_rwlock_unlock(&c->lock);
         json_decref(list);
@@ -405,8 +458,11 @@ static int on_event(void *arg, const struct tsr_kube_event *ev)
         default:
                 break;
         }
-        if (!rc)
+        if (!rc) {
                 set_rv(w, ev->resource_version);
+                w->progress_ms = now_ms();
+                w->failing_since_ms = 0; /* an event or bookmark: the watch works */
+        }
         w->st.objects = json_object_size(w->objects);
         pthread_rwlock_unlock(&w->c->lock);
         if (rc)
@@ -420,7 +476,7 @@ static void *watcher_main(void *arg)
 {
         struct watcher *w = arg;
         struct tsr_kube_cache *c = w->c;
-        unsigned failures = 0;
+        unsigned failures = 0, gone_run = 0; /* 410s with no event between them */
         bool need_list = true, gone = false;
 
         while (!stopping(c)) {
@@ -441,7 +497,11 @@ static void *watcher_main(void *arg)
                                         mark_not_served(w);
                                 else if (refused(&res) && w->st.lists)
                                         set_stale(w, true);
-                                note_error(w, &diag);
+                                note_error(w, &diag, "list again after a backoff",
+                                           res.http == 404 ? TSR_LOG_DEBUG : TSR_LOG_WARN);
+                                /* Not served (its CRD not installed): the truth is "none". */
+                                if (res.http == 404)
+                                        healthy(w);
                                 backoff(w, ++failures, res.retry_after_s);
                                 continue;
                         }
@@ -458,14 +518,31 @@ static void *watcher_main(void *arg)
                 w->st.watches++;
                 pthread_rwlock_unlock(&c->lock);
                 t0 = now_ms();
+                watching(w, t0);
                 rc = tsr_kube_client_watch(c->client, w->path, &wo, on_event, &x, &res, &diag);
                 if (stopping(c))
                         break;
+                watching(w, 0);
+                /* Events, or a watch that lasted: the failing run is over. */
+                if (res.events || (rc == 0 && now_ms() - t0 >= SHORT_WATCH_MS))
+                        healthy(w);
                 if (res.events)
-                        failures = 0;
+                        failures = gone_run = 0;
+                if (res.http == 200)
+                        progressed(w); /* the server took the watch */
                 if (rc == STOP_GONE || res.http == 410) {
                         set_stale(w, true);
                         need_list = gone = true;
+                        tsr_diag_set(&diag, TSR_EIO,
+                                     "watch %s: 410 Gone (its resourceVersion %s is compacted)",
+                                     resources[w->r].name, w->rv);
+                        /* Twice in a row with nothing between: the server is not settling. */
+                        if (gone_run++) {
+                                note_error(w, &diag, "list again after a backoff", TSR_LOG_WARN);
+                                backoff(w, gone_run - 1, res.retry_after_s);
+                        } else {
+                                note_error(w, &diag, "list again", TSR_LOG_INFO);
+                        }
                         continue;
                 }
                 /* The collection went away (its CRD deleted): list again, backing off. */
@@ -483,7 +560,9 @@ static void *watcher_main(void *arg)
                 else if (rc == 0)
                         tsr_diag_set(&diag, TSR_EIO, "watch %s: ended at once without events",
                                      resources[w->r].name);
-                note_error(w, &diag);
+                note_error(w, &diag, "watch again after a backoff", TSR_LOG_WARN);
+                if (res.http == 404)
+                        healthy(w);
                 pthread_rwlock_wrlock(&c->lock);
                 w->st.watch_failures++;
                 pthread_rwlock_unlock(&c->lock);
@@ -611,6 +690,7 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
                         snprintf(w->field_selector, sizeof(w->field_selector), NODE_SELECTOR "%s",
                                  c->opts.pods_node);
                 w->rng = ((uint64_t)now_ms() << 8) ^ (0x9E3779B97F4A7C15ull * (uint64_t)(r + 1));
+                w->log = (struct tsr_log_limit)TSR_LOG_LIMIT_INIT(LOG_EVERY_MS);
                 w->objects = json_object();
                 if (!w->objects || tsr_kube_cancel_init(&w->cancel))
                         goto nomem;
@@ -866,6 +946,21 @@ json_t *tsr_kube_cache_instancetype_by_entrance(struct tsr_kube_cache *c, const 
         return found;
 }
 
+/*
+ * How long w's lists and watches have kept failing (c->lock held): from the first failure of the
+ * run, until an event arrives or a watch lasts; a watch in flight for over SHORT_WATCH_MS counts
+ * as working already (a quiet resource's watch may bring nothing for minutes).
+ */
+static double seconds_failing(const struct watcher *w)
+{
+        int64_t now = now_ms();
+
+        if (!w->failing_since_ms ||
+            (w->watch_began_ms && now - w->watch_began_ms >= SHORT_WATCH_MS))
+                return 0;
+        return (double)(now - w->failing_since_ms) / 1e3;
+}
+
 void tsr_kube_cache_stats(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r,
                           struct tsr_kube_cache_stats *out)
 {
@@ -875,5 +970,52 @@ void tsr_kube_cache_stats(struct tsr_kube_cache *c, enum tsr_kube_cache_resource
         }
         pthread_rwlock_rdlock(&c->lock);
         *out = c->w[r].st;
+        out->seconds_since_progress =
+            c->w[r].progress_ms ? (double)(now_ms() - c->w[r].progress_ms) / 1e3 : -1;
+        out->seconds_failing = seconds_failing(&c->w[r]);
         pthread_rwlock_unlock(&c->lock);
+}
+
+int tsr_kube_cache_render_metrics(struct tsr_kube_cache *c, struct tsr_buf *out)
+{
+        static const struct {
+                const char *name, *type, *help;
+        } series[] = {
+            {"lists_total", "counter", "Completed lists."},
+            {"relists_gone_total", "counter", "Lists caused by a 410 Gone."},
+            {"requests_total", "counter", "Watch requests started."},
+            {"failures_total", "counter", "Watches ended by an error."},
+            {"events_total", "counter", "Watch events applied."},
+            {"failing_seconds", "gauge",
+             "How long its lists and watches have kept failing (0: healthy)."},
+            {"progress_age_seconds", "gauge",
+             "Seconds since the last list, event, bookmark or accepted watch (-1: never)."},
+        };
+        int rc = 0;
+
+        for (size_t k = 0; !rc && k < sizeof(series) / sizeof(series[0]); k++) {
+                rc = tsr_buf_addf(
+                    out, "# HELP tessera_kube_watch_%s %s\n# TYPE tessera_kube_watch_%s %s\n",
+                    series[k].name, series[k].help, series[k].name, series[k].type);
+                for (int r = 0; !rc && r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
+                        struct tsr_kube_cache_stats st;
+                        double v;
+
+                        if (!(c->watched & TSR_KUBE_CACHE_BIT(r)))
+                                continue;
+                        tsr_kube_cache_stats(c, (enum tsr_kube_cache_resource)r, &st);
+                        v = k == 0   ? (double)st.lists
+                            : k == 1 ? (double)st.relists_gone
+                            : k == 2 ? (double)st.watches
+                            : k == 3 ? (double)st.watch_failures
+                            : k == 4 ? (double)st.events
+                            : k == 5 ? st.seconds_failing
+                                     : st.seconds_since_progress;
+                        rc = tsr_buf_addf(out,
+                                          k < 5 ? "tessera_kube_watch_%s{resource=\"%s\"} %.0f\n"
+                                                : "tessera_kube_watch_%s{resource=\"%s\"} %.3f\n",
+                                          series[k].name, resources[r].name, v);
+                }
+        }
+        return rc ? TSR_ENOMEM : 0;
 }

@@ -46,6 +46,7 @@
 struct tsr_diag;
 struct tsr_settings;
 struct tsr_kube_client;
+struct tsr_buf;
 struct tsr_kube_cache;
 
 /*
@@ -205,22 +206,40 @@ bool tsr_kube_cache_wait_synced(struct tsr_kube_cache *c, unsigned timeout_ms);
 
 /* What one resource's watcher has done so far. */
 struct tsr_kube_cache_stats {
-        unsigned long lists;          /* completed lists (the first one included) */
-        unsigned long relists_gone;   /* lists caused by a 410 (HTTP or ERROR event) */
-        unsigned long watches;        /* watch requests started */
-        unsigned long watch_failures; /* watches ended by an error: dropped, 401, 5xx, ERROR */
-        unsigned long events;         /* ADDED, MODIFIED and DELETED events applied */
-        unsigned long bookmarks;      /* BOOKMARK events */
-        size_t objects;               /* objects held now */
-        bool synced;                  /* the first list completed */
-        bool stale;                   /* a 410, 401 or 403 since the last list (it lists again) */
-        bool optional;                /* not needed for tsr_kube_cache_synced (the Settings) */
-        char resource_version[64];    /* the resume point: the last list, event or bookmark's */
-        char last_error[512];         /* the last failure's message, "" if none yet */
+        unsigned long lists;           /* completed lists (the first one included) */
+        unsigned long relists_gone;    /* lists caused by a 410 (HTTP or ERROR event) */
+        unsigned long watches;         /* watch requests started */
+        unsigned long watch_failures;  /* watches ended by an error: dropped, 401, 5xx, ERROR */
+        unsigned long events;          /* ADDED, MODIFIED and DELETED events applied */
+        unsigned long bookmarks;       /* BOOKMARK events */
+        size_t objects;                /* objects held now */
+        bool synced;                   /* the first list completed */
+        bool stale;                    /* a 410, 401 or 403 since the last list (it lists again) */
+        bool optional;                 /* not needed for tsr_kube_cache_synced (the Settings) */
+        double seconds_since_progress; /* since the last list, event, bookmark or watch the
+                                          server took; -1 before the first list */
+        double seconds_failing;        /* how long its lists and watches have kept failing
+                                          (410s, refusals, errors), until an event arrives or
+                                          a watch lasts a second; 0 while healthy */
+        char resource_version[64];     /* the resume point: the last list, event or bookmark's */
+        char last_error[512];          /* the last failure's message, "" if none yet */
 };
 
 /* Copies resource r's counters into *out (a consistent snapshot). */
 void tsr_kube_cache_stats(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r,
                           struct tsr_kube_cache_stats *out);
+
+/*
+ * Appends, for every watched resource, the watch health in Prometheus text:
+ *   tessera_kube_watch_lists_total{resource}           completed lists
+ *   tessera_kube_watch_relists_gone_total{resource}    lists caused by a 410
+ *   tessera_kube_watch_requests_total{resource}        watch requests started
+ *   tessera_kube_watch_failures_total{resource}        watches ended by an error
+ *   tessera_kube_watch_events_total{resource}          events applied
+ *   tessera_kube_watch_failing_seconds{resource}       how long it has kept failing (0: healthy)
+ *   tessera_kube_watch_progress_age_seconds{resource}  since its last progress (-1: never)
+ * 0, or TSR_ENOMEM.
+ */
+int tsr_kube_cache_render_metrics(struct tsr_kube_cache *c, struct tsr_buf *out);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "base/buf.h"
 #include "base/diag.h"
+#include "base/fnv.h"
 #include "base/err.h"
 #include "kube/config.h"
 #include "kube/kube_int.h"
@@ -27,7 +28,8 @@
 #define DEFAULT_MAX_BODY           ((size_t)256 << 20)
 #define TOKEN_FILE_MAX             ((size_t)64 << 10)
 #define WATCH_TIMEOUT_MARGIN_S     30L
-#define LIST_PAGES_MAX             100000
+#define LIST_PAGES_MAX             10000 /* 5,000,000 objects at the cache's 500 a page */
+#define CONTINUE_SEEN              8     /* a loop of up to this many pages is caught at once */
 
 /* A PEM held in an anonymous memory file, reachable by path for libcurl. */
 struct memfile {
@@ -711,6 +713,7 @@ int tsr_kube_client_list_all(struct tsr_kube_client *c, const char *path,
 {
         struct tsr_kube_list_opts page = {0};
         json_t *all = NULL, *doc = NULL;
+        uint64_t seen[CONTINUE_SEEN] = {0}; /* the last tokens' hashes, a ring */
         char *token = NULL;
         int rc = 0;
 
@@ -719,6 +722,7 @@ int tsr_kube_client_list_all(struct tsr_kube_client *c, const char *path,
         page.continue_token = NULL;
         for (int n = 0; n < LIST_PAGES_MAX; n++) {
                 const char *cont;
+                uint64_t h;
 
                 rc = tsr_kube_client_list(c, path, &page, &doc, res, diag);
                 if (rc)
@@ -749,6 +753,18 @@ int tsr_kube_client_list_all(struct tsr_kube_client *c, const char *path,
                         *out = all;
                         return 0;
                 }
+                /* A token seen a few pages ago: the server is paging in a loop. */
+                h = tsr_fnv1a64_str(cont);
+                for (int k = 0; k < CONTINUE_SEEN && !rc; k++)
+                        if (seen[k] == h)
+                                rc = tsr_diag_set(diag, TSR_EPARSE,
+                                                  "list %.200s: page %d repeats the continue token "
+                                                  "of an earlier page (the API server is paging "
+                                                  "in a loop)",
+                                                  path, n + 1);
+                if (rc)
+                        break;
+                seen[n % CONTINUE_SEEN] = h;
                 free(token);
                 token = strdup(cont);
                 json_decref(doc);

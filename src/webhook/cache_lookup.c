@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #define WAITING "waiting for the first list of "
+#define FAILING "the watch keeps failing: "
 
 /*
  * The longest reason tsr_cache_lookup_ready writes fits the room the server gives it: the API
@@ -18,6 +19,9 @@
 _Static_assert(TSR_WEBHOOK_WHY_MAX >= sizeof(WAITING "kvcachepoolbindings: ") +
                                           sizeof(((struct tsr_kube_cache_stats *)0)->last_error),
                "TSR_WEBHOOK_WHY_MAX cannot hold a readiness reason");
+_Static_assert(TSR_WEBHOOK_WHY_MAX >= sizeof(FAILING "kvcachepoolbindings for 99999999999 s: ") +
+                                          sizeof(((struct tsr_kube_cache_stats *)0)->last_error),
+               "TSR_WEBHOOK_WHY_MAX cannot hold a failing watch's reason");
 
 static json_t *instancetype(void *ctx, const char *name)
 {
@@ -76,20 +80,33 @@ void tsr_cache_lookup_fill(void *ctx, struct tsr_webhook_lookup *lookup)
 bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len)
 {
         struct tsr_cache_lookup *l = ctx;
+        bool synced = tsr_kube_cache_synced(l->cache);
 
-        if (tsr_kube_cache_synced(l->cache))
-                return true;
         for (int r = 0; r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
                 struct tsr_kube_cache_stats st;
+                const char *name = tsr_kube_cache_resource_name((enum tsr_kube_cache_resource)r);
 
                 tsr_kube_cache_stats(l->cache, (enum tsr_kube_cache_resource)r, &st);
-                if (!st.synced && !st.optional) {
-                        snprintf(why, why_len, WAITING "%s%s%s",
-                                 tsr_kube_cache_resource_name((enum tsr_kube_cache_resource)r),
-                                 st.last_error[0] ? ": " : "", st.last_error);
+                if (!synced && !st.synced && !st.optional) {
+                        snprintf(why, why_len, WAITING "%s%s%s", name, st.last_error[0] ? ": " : "",
+                                 st.last_error);
+                        return false;
+                }
+                if (st.seconds_failing > TSR_CACHE_FAILING_GRACE_S && !st.optional) {
+                        snprintf(why, why_len, FAILING "%s for %.0f s%s%s", name,
+                                 st.seconds_failing, st.last_error[0] ? ": " : "", st.last_error);
                         return false;
                 }
         }
+        if (synced)
+                return true;
         snprintf(why, why_len, "waiting for the cache to sync");
         return false;
+}
+
+int tsr_cache_lookup_metrics(void *ctx, struct tsr_buf *out)
+{
+        struct tsr_cache_lookup *l = ctx;
+
+        return tsr_kube_cache_render_metrics(l->cache, out);
 }

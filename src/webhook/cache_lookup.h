@@ -3,8 +3,9 @@
  * (kube/cache.h) behind the handler lookup (handler.h), plus the Settings and the operator's
  * namespace. A Setting is the runtime gpustack.ai/v1 Setting object of that name in the operator's
  * namespace (spec.value) when the API server serves one and its value parses, else the value the
- * process was started with (GPUSTACK_* environment, --setting). Also the server's readiness: the
- * cache has completed its first list of every resource.
+ * process was started with (GPUSTACK_* environment, --setting). Also the server's readiness (the
+ * cache has completed its first list of every resource and none is stale for long) and the
+ * cache's watch metrics.
  *
  * Ownership: the source borrows the cache and settings (they outlive it). Thread-safe: the
  * cache is, and the rest is read-only after setup.
@@ -18,6 +19,7 @@
 #include "core/settings.h"
 #include "webhook/handler.h"
 
+struct tsr_buf;
 struct tsr_kube_cache;
 
 struct tsr_cache_lookup {
@@ -29,10 +31,18 @@ struct tsr_cache_lookup {
 /* The server's lookup callback (server.h); ctx is a struct tsr_cache_lookup. */
 void tsr_cache_lookup_fill(void *ctx, struct tsr_webhook_lookup *lookup);
 
+/* How long a resource's lists and watches may keep failing before the server is not ready. */
+#define TSR_CACHE_FAILING_GRACE_S 5.0
+
 /*
- * The server's ready callback: true once the cache has synced, else why names what it waits on
- * and the API server's last answer for it, whole in a why of TSR_WEBHOOK_WHY_MAX bytes (server.h).
+ * The server's ready callback: true once the cache has synced and no resource's lists and
+ * watches have kept failing (410s, refusals, errors) for more than TSR_CACHE_FAILING_GRACE_S
+ * (answering from it would miss changes), else why names what it waits on and the API server's last
+ * answer for it, whole in a why of TSR_WEBHOOK_WHY_MAX bytes (server.h).
  */
 bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len);
+
+/* The server's metrics callback: the cache's watch health (kube/cache.h). */
+int tsr_cache_lookup_metrics(void *ctx, struct tsr_buf *out);
 
 #endif

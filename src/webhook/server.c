@@ -186,6 +186,7 @@ static enum MHD_Result serve_metrics(struct tsr_webhook_server *s, struct MHD_Co
         char *text;
 
         if (tsr_metrics_render(s->metrics, &out) || tsr_conn_guard_render(s->guard, &out) ||
+            (s->cfg.metrics && s->cfg.metrics(s->cfg.ctx, &out)) ||
             tsr_build_info_render("webhook", &out)) {
                 tsr_buf_release(&out);
                 return reply(s, c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "text/plain", NULL);

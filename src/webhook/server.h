@@ -38,6 +38,7 @@
 #include "webhook/conn_guard.h"
 #include "webhook/dispatch.h"
 
+struct tsr_buf;
 struct tsr_diag;
 struct tsr_webhook_server;
 
@@ -68,6 +69,8 @@ struct tsr_webhook_server_config {
         /* True when the cluster state can be answered from; else false with why (why_len bytes,
          * TSR_WEBHOOK_WHY_MAX) filled. */
         bool (*ready)(void *ctx, char *why, size_t why_len);
+        /* Appends the cluster state's own series to /metrics (NULL: none). 0 or an error. */
+        int (*metrics)(void *ctx, struct tsr_buf *out);
         void *ctx;
 };
 

@@ -35,6 +35,8 @@
  *                      it held, but is stale (not current) until the re-list completes
  *   dropped watch      cut connections reconnect from the last resourceVersion without a list
  *   failures           injected 500s on re-watch are retried with backoff until they pass
+ *   410 every watch    relisted at once, then with backoff (a bounded rate), stale meanwhile,
+ *                      the watch metrics rendered; recovers when the watches answer
  *   404 later          injected 404s after the first list keep what the cache holds
  *   token rotation     the fake stops accepting the old token and the watches are cut: the 401s
  *                      are retried (the cache stale, not current, until it lists again), and
@@ -890,6 +892,73 @@ static void test_failures_backoff(void **state)
 }
 
 /*
+ * A server answering every watch 410 (the relist works, the watch after it is gone again): the
+ * watcher relists at once the first time, then backs off (this world's 20 ms doubling to 200 ms),
+ * instead of listing in a tight loop (hundreds a second before); the resource is stale meanwhile
+ * and the metrics say so; it recovers once the watches answer.
+ */
+static bool cache_has_cq(struct tsr_kube_cache *c, const char *name)
+{
+        json_t *cq = tsr_kube_cache_clusterqueue(c, name);
+
+        json_decref(cq);
+        return cq != NULL;
+}
+
+static bool cache_healthy(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r)
+{
+        struct tsr_kube_cache_stats st;
+
+        tsr_kube_cache_stats(c, r, &st);
+        return !st.stale && st.seconds_failing == 0;
+}
+
+static void test_gone_every_watch_backs_off(void **state)
+{
+        /* Its own cache, ClusterQueues only, with a backoff that shows against the fake's pace. */
+        struct tsr_kube_cache_opts o = {.backoff_initial_ms = 250,
+                                        .backoff_max_ms = 2000,
+                                        .watch_timeout_s = 30,
+                                        .page_limit = 2,
+                                        .resources =
+                                            TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_CLUSTERQUEUES)};
+        enum tsr_kube_cache_resource cq = TSR_KUBE_CACHE_CLUSTERQUEUES;
+        struct tsr_kube_cache_stats s0, st;
+        struct tsr_buf m = TSR_BUF_INIT;
+        struct tsr_kube_cache *c;
+        struct tsr_diag diag;
+        unsigned long lists;
+
+        (void)state;
+        tsr_diag_clear(&diag);
+        assert_int_equal(tsr_kube_cache_new_opts(FW.client, &o, &c, &diag), 0);
+        assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
+        tsr_kube_cache_stats(c, cq, &s0);
+        json_decref(fake_control(&F, "fail",
+                                 "{\"status\":410,\"count\":-1,\"watch\":true,"
+                                 "\"match\":\"clusterqueues\"}"));
+        json_decref(fake_control(&F, "drop", "{\"match\":\"clusterqueues\"}"));
+        sleep_ms(3000);
+        tsr_kube_cache_stats(c, cq, &st);
+        lists = st.lists - s0.lists;
+        printf("# 410 on every watch: %lu lists in 3 s (backoff 250 ms doubling)\n", lists);
+        if (lists < 2 || lists > 6)
+                fail_msg("%lu lists in 3 s while every watch is 410: want 2..6 (backoff)", lists);
+        assert_true(st.seconds_failing > 1.0);
+        assert_int_equal(tsr_kube_cache_render_metrics(c, &m), 0);
+        assert_non_null(
+            strstr(m.ptr, "tessera_kube_watch_relists_gone_total{resource=\"clusterqueues\"}"));
+        assert_non_null(strstr(m.ptr, "# TYPE tessera_kube_watch_progress_age_seconds gauge"));
+        assert_null(strstr(m.ptr, "resource=\"instancetypes\"")); /* not watched here */
+        tsr_buf_release(&m);
+        json_decref(fake_control(&F, "unfail", NULL));
+        create_cq(&FW, "cq-after-410s");
+        EVENTUALLY(cache_has_cq(c, "cq-after-410s"), "the watcher recovers once watches answer");
+        EVENTUALLY(cache_healthy(c, cq), "current, and healthy once its watch lasts");
+        tsr_kube_cache_free(c);
+}
+
+/*
  * A 404 after the first list (an API server restarting before its CRD handlers are up) keeps what
  * the cache holds and sends the watcher back to list; the cache stays synced and recovers.
  */
@@ -988,6 +1057,7 @@ int main(void)
             cmocka_unit_test(test_stale_until_relisted),
             cmocka_unit_test(test_dropped_watch),
             cmocka_unit_test(test_failures_backoff),
+            cmocka_unit_test(test_gone_every_watch_backs_off),
             cmocka_unit_test(test_not_found_later_keeps_objects),
             cmocka_unit_test(test_token_rotation),
             cmocka_unit_test(test_shutdown_held_and_gone),

@@ -613,6 +613,32 @@ static void test_watch_gone_http(void **state)
         tsr_kube_client_free(c);
 }
 
+/*
+ * A server that pages in a loop (the same continue token on every page): list_all stops at the
+ * second page with a message naming the loop, instead of growing without end.
+ */
+static void test_list_continue_loop(void **state)
+{
+        struct tsr_kube_client *c = fake_client();
+        struct tsr_kube_list_opts lo = {.limit = 1};
+        struct tsr_kube_result res;
+        struct tsr_diag diag;
+        json_t *all = NULL;
+
+        (void)state;
+        json_decref(fake_create(&fake, IT_PATH, it_json("loop-1", "loop", 1)));
+        json_decref(fake_create(&fake, IT_PATH, it_json("loop-2", "loop", 2)));
+        json_decref(fake_control(&fake, "loop_continue", "{\"match\":\"instancetypes\"}"));
+        tsr_diag_clear(&diag);
+        assert_int_equal(tsr_kube_client_list_all(c, IT_PATH, &lo, &all, &res, &diag), TSR_EPARSE);
+        assert_null(all);
+        assert_non_null(strstr(diag.msg, "page 2 repeats the continue token"));
+        json_decref(fake_control(&fake, "loop_continue", "{\"match\":null}"));
+        assert_int_equal(tsr_kube_client_list_all(c, IT_PATH, &lo, &all, &res, NULL), 0);
+        json_decref(all);
+        tsr_kube_client_free(c);
+}
+
 static void wait_fake_active(long n)
 {
         long deadline = now_ms() + 10000;
@@ -867,6 +893,7 @@ int main(void)
             cmocka_unit_test(test_watch),
             cmocka_unit_test(test_watch_bookmark),
             cmocka_unit_test(test_watch_gone_http),
+            cmocka_unit_test(test_list_continue_loop),
             cmocka_unit_test(test_watch_dropped),
             cmocka_unit_test(test_watch_cancel),
             cmocka_unit_test(test_auth),

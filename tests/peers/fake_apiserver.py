@@ -140,6 +140,9 @@ Control, for tests only, without authentication, under /_test/ (POST bodies are 
                                 hold new watch requests whose path holds match (and lists too
                                 with "lists") until unpaused
   watch410 {"mode": "event"|"http"}
+  loop_continue {"match": ""}   every list whose path holds match and asks a limit answers its
+                                first page with the same continue token, again and again (a
+                                server paging in a loop); match null turns it off
   fail {"status": 429, "count": n, "retry_after": s, "match": "substring of the path",
         "query": "substring of the raw query", "method": "GET", "watch": true|false}
                                 answer the next n matching requests with status (count -1:
@@ -308,6 +311,7 @@ class Store:
         self.paused = None  # None, or the path substring of the held requests ("": all)
         self.pause_lists = False  # whether lists are held too
         self.watch410 = "event"
+        self.loop_continue = None
         self.failures = []
         self.owners = {}  # (resource, key) -> {field manager: set of field paths it applied}
         self.log = collections.deque(maxlen=LOG_MAX)  # the API requests, oldest first
@@ -914,6 +918,8 @@ class Handler(BaseHTTPRequestHandler):
             elif what == "pause":
                 STORE.paused = body.get("match", "") if body.get("paused") else None
                 STORE.pause_lists = bool(body.get("paused") and body.get("lists"))
+            elif what == "loop_continue":
+                STORE.loop_continue = body.get("match")
             elif what == "watch410":
                 if body.get("mode") not in ("event", "http"):
                     raise HttpError(400, "BadRequest", "mode must be event or http")
@@ -1271,6 +1277,9 @@ class Handler(BaseHTTPRequestHandler):
             STORE.bump("lists", res)
             while STORE.pause_lists and self.held():
                 STORE.cond.wait()
+            looping = STORE.loop_continue is not None and STORE.loop_continue in self.path
+            if cont and looping:
+                cont = ""  # the first page again, under the same token
             if cont:
                 try:
                     tok = json.loads(base64.b64decode(cont))
@@ -1290,7 +1299,10 @@ class Handler(BaseHTTPRequestHandler):
                      if (ns is None or k[0] == ns) and (after is None or k > after)
                      and selector_matches(reqs, objs[k]) and fields_match(res, freqs, objs[k])]
         md = {"resourceVersion": str(snap)}
-        if limit and len(items) > limit:
+        if limit and looping:
+            md["continue"] = base64.b64encode(b'{"loop": true}').decode()
+            items = items[:limit]
+        elif limit and len(items) > limit:
             last = items[limit - 1]["metadata"]
             token = {"rv": snap, "start": [last.get("namespace", ""), last["name"]]}
             md["continue"] = base64.b64encode(json.dumps(token).encode()).decode()
