@@ -31,25 +31,23 @@ Checked, in order:
 Prints TAP.
 """
 
+import itertools
 import os
 import re
 import selectors
-import shutil
 import socket
 import ssl
 import sys
-import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
-from controlplane import ROOT, ControlPlane, eventually  # noqa: E402
+from controlplane import ROOT, eventually  # noqa: E402
 from daemons import WebhookServer  # noqa: E402
 from tap import Tap  # noqa: E402
 from webhook_server import (MUTATE_POD, SLICE, SVC, Client, client_context,  # noqa: E402
-                            install_pair, make_webhook_ca, make_webhook_leaf, pod,
-                            store_instancetype, stray_lines)
+                            in_control_plane, pod, store_instancetype, stray_lines)
 
 t = Tap()
 HEADER_S, REQUEST_S = 2, 3
@@ -114,6 +112,25 @@ def tls_dial(port, ctx, src):
 
 # ---- the checks -------------------------------------------------------------------------------
 
+def trickle(s, chunks, limit):
+    """Sends chunks one every 0.5 s until the server ends the connection or limit seconds pass:
+    (whether it was cut, the seconds it took)."""
+    t0 = time.monotonic()
+    for chunk in chunks:
+        try:
+            s.sendall(chunk)
+            s.settimeout(0.5)
+            if s.recv(1) == b"":
+                return True, time.monotonic() - t0
+        except socket.timeout:
+            pass
+        except (OSError, ssl.SSLError):
+            return True, time.monotonic() - t0
+        if time.monotonic() - t0 > limit:
+            break
+    return False, time.monotonic() - t0
+
+
 def check_per_client(w):
     before = metric(w, "tessera_webhook_connections_refused_total", '{reason="per_client"}')
     base = metric(w, "tessera_webhook_connections")  # the API server stand-in's kept-alive one
@@ -144,28 +161,8 @@ def check_deadlines(w, ctx):
     s.close()
     # A handshake, then one header byte every 0.5 s.
     s = tls_dial(w.port, ctx, "127.0.0.3")
-    t0 = time.monotonic()
     request = b"POST /mutate-gpustack-worker-core-v1-pod HTTP/1.1\r\nHost: x\r\n" + b"X" * 200
-    cut = False
-    for b in request:
-        try:
-            s.sendall(bytes([b]))
-        except OSError:
-            cut = True
-            break
-        s.settimeout(0.5)
-        try:
-            if s.recv(1) == b"":
-                cut = True
-                break
-        except socket.timeout:
-            pass
-        except (OSError, ssl.SSLError):
-            cut = True
-            break
-        if time.monotonic() - t0 > HEADER_S + 4:
-            break
-    took = time.monotonic() - t0
+    cut, took = trickle(s, (bytes([b]) for b in request), HEADER_S + 4)
     t.ok(cut and took < HEADER_S + 1.5, "a TLS connection sending a header byte every 0.5 s is "
          "cut by the header deadline, its trickle does not extend it (%.1f s)" % took)
     s.close()
@@ -173,21 +170,7 @@ def check_deadlines(w, ctx):
     s = tls_dial(w.port, ctx, "127.0.0.3")
     s.sendall(b"POST /mutate-gpustack-worker-core-v1-pod HTTP/1.1\r\nHost: x\r\n"
               b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
-    t0 = time.monotonic()
-    cut = False
-    while time.monotonic() - t0 < REQUEST_S + 4:
-        try:
-            s.sendall(b"{")
-            s.settimeout(0.5)
-            if s.recv(1) == b"":
-                cut = True
-                break
-        except socket.timeout:
-            continue
-        except (OSError, ssl.SSLError):
-            cut = True
-            break
-    took = time.monotonic() - t0
+    cut, took = trickle(s, itertools.repeat(b"{"), REQUEST_S + 4)
     t.ok(cut and took < REQUEST_S + 1.5, "a request whose body trickles is cut by the request "
          "deadline (%.1f s, deadline %d s)" % (took, REQUEST_S))
     s.close()
@@ -384,20 +367,7 @@ def run(tessera, cp, d):
 def main():
     tessera = sys.argv[1]
     raise_nofile()
-    d = tempfile.mkdtemp(prefix="tsr-hostile-")
-    cp = ControlPlane("webhook-hostile", kueue=False, scheduler=False, controller_manager=False)
-    try:
-        make_webhook_ca(d)
-        make_webhook_leaf(d, 1, "leaf1.key", "leaf1.crt")
-        install_pair(d, "leaf1.crt", "leaf1.key")
-        cp.start()
-        run(tessera, cp, d)
-    except Exception:  # noqa: BLE001 - reported as a failed check
-        t.crash("webhook_hostile")
-    finally:
-        cp.stop(failed=t.failed())
-        shutil.rmtree(d, ignore_errors=True)
-    return t.done()
+    return in_control_plane("webhook-hostile", t, 1, lambda cp, d: run(tessera, cp, d))
 
 
 if __name__ == "__main__":

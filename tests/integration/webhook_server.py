@@ -384,23 +384,30 @@ def run(tessera, cp, d):
         w.stop()
 
 
-def main():
-    tessera = sys.argv[1]
-    d = tempfile.mkdtemp(prefix="tsr-webhook-")
-    cp = ControlPlane("webhook-server", kueue=False, scheduler=False, controller_manager=False)
+def in_control_plane(name, tap, leaves, body):
+    """Runs body(cp, d) against a fresh control plane (no Kueue, scheduler or controller
+    manager) with the webhook CA and leaves leaf1..leafN in d, leaf1 installed as tls.*;
+    reports a crash on tap and returns tap.done()."""
+    d = tempfile.mkdtemp(prefix="tsr-%s-" % name)
+    cp = ControlPlane(name, kueue=False, scheduler=False, controller_manager=False)
     try:
         make_webhook_ca(d)
-        make_webhook_leaf(d, 1, "leaf1.key", "leaf1.crt")
-        make_webhook_leaf(d, 2, "leaf2.key", "leaf2.crt")
+        for i in range(1, leaves + 1):
+            make_webhook_leaf(d, i, "leaf%d.key" % i, "leaf%d.crt" % i)
         install_pair(d, "leaf1.crt", "leaf1.key")
         cp.start()
-        run(tessera, cp, d)
+        body(cp, d)
     except Exception:  # noqa: BLE001 - reported as a failed check
-        t.crash("webhook_server")
+        tap.crash(name)
     finally:
-        cp.stop(failed=t.failed())
+        cp.stop(failed=tap.failed())
         shutil.rmtree(d, ignore_errors=True)
-    return t.done()
+    return tap.done()
+
+
+def main():
+    tessera = sys.argv[1]
+    return in_control_plane("webhook-server", t, 2, lambda cp, d: run(tessera, cp, d))
 
 
 if __name__ == "__main__":
