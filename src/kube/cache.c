@@ -133,6 +133,7 @@ struct watcher {
         int64_t failing_since_ms;       /* the first failure of the current run, 0 if none;
                                            guarded by c->lock, as the two below */
         int64_t watch_began_ms;         /* when the watch in flight began, 0 if none */
+        int64_t stale_since_ms;         /* when it became stale, 0 while current */
         struct tsr_log_limit log;       /* failures' log lines */
 };
 
@@ -256,6 +257,10 @@ static void set_stale(struct watcher *w, bool stale)
         struct tsr_kube_cache *c = w->c;
 
         pthread_rwlock_wrlock(&c->lock);
+        if (stale && !w->st.stale)
+                w->stale_since_ms = now_ms();
+        if (!stale)
+                w->stale_since_ms = 0;
         w->st.stale = stale;
         pthread_rwlock_unlock(&c->lock);
         pthread_mutex_lock(&c->mu);
@@ -366,6 +371,7 @@ static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *re
                 w->st.relists_gone++;
         w->st.synced = true;
         w->st.stale = false;
+        w->stale_since_ms = 0;
         w->progress_ms = now_ms();
         w->st.objects = json_object_size(map);
         pthread_rwlock_unlock(&c->lock);
@@ -973,6 +979,8 @@ void tsr_kube_cache_stats(struct tsr_kube_cache *c, enum tsr_kube_cache_resource
         out->seconds_since_progress =
             c->w[r].progress_ms ? (double)(now_ms() - c->w[r].progress_ms) / 1e3 : -1;
         out->seconds_failing = seconds_failing(&c->w[r]);
+        out->seconds_stale =
+            c->w[r].stale_since_ms ? (double)(now_ms() - c->w[r].stale_since_ms) / 1e3 : 0;
         pthread_rwlock_unlock(&c->lock);
 }
 

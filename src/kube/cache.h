@@ -221,6 +221,8 @@ struct tsr_kube_cache_stats {
         double seconds_failing;        /* how long its lists and watches have kept failing
                                           (410s, refusals, errors), until an event arrives or
                                           a watch lasts a second; 0 while healthy */
+        double seconds_stale;          /* how long it has been stale (a 410, 401 or 403 its
+                                          list has not got past yet); 0 while current */
         char resource_version[64];     /* the resume point: the last list, event or bookmark's */
         char last_error[512];          /* the last failure's message, "" if none yet */
 };

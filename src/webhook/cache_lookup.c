@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #define WAITING "waiting for the first list of "
-#define FAILING "the watch keeps failing: "
+#define STALE   "stale, its watch lost (410) or refused and not listed again: "
 
 /*
  * The longest reason tsr_cache_lookup_ready writes fits the room the server gives it: the API
@@ -19,9 +19,9 @@
 _Static_assert(TSR_WEBHOOK_WHY_MAX >= sizeof(WAITING "kvcachepoolbindings: ") +
                                           sizeof(((struct tsr_kube_cache_stats *)0)->last_error),
                "TSR_WEBHOOK_WHY_MAX cannot hold a readiness reason");
-_Static_assert(TSR_WEBHOOK_WHY_MAX >= sizeof(FAILING "kvcachepoolbindings for 99999999999 s: ") +
+_Static_assert(TSR_WEBHOOK_WHY_MAX >= sizeof(STALE "kvcachepoolbindings for 99999999999 s: ") +
                                           sizeof(((struct tsr_kube_cache_stats *)0)->last_error),
-               "TSR_WEBHOOK_WHY_MAX cannot hold a failing watch's reason");
+               "TSR_WEBHOOK_WHY_MAX cannot hold a staleness reason");
 
 static json_t *instancetype(void *ctx, const char *name)
 {
@@ -92,9 +92,9 @@ bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len)
                                  st.last_error);
                         return false;
                 }
-                if (st.seconds_failing > TSR_CACHE_FAILING_GRACE_S && !st.optional) {
-                        snprintf(why, why_len, FAILING "%s for %.0f s%s%s", name,
-                                 st.seconds_failing, st.last_error[0] ? ": " : "", st.last_error);
+                if (st.stale && st.seconds_stale > TSR_CACHE_STALE_GRACE_S && !st.optional) {
+                        snprintf(why, why_len, STALE "%s for %.0f s%s%s", name, st.seconds_stale,
+                                 st.last_error[0] ? ": " : "", st.last_error);
                         return false;
                 }
         }

@@ -31,14 +31,15 @@ struct tsr_cache_lookup {
 /* The server's lookup callback (server.h); ctx is a struct tsr_cache_lookup. */
 void tsr_cache_lookup_fill(void *ctx, struct tsr_webhook_lookup *lookup);
 
-/* How long a resource's lists and watches may keep failing before the server is not ready. */
-#define TSR_CACHE_FAILING_GRACE_S 5.0
+/* How long a resource may stay stale (kube/cache.h) before the server is not ready. */
+#define TSR_CACHE_STALE_GRACE_S 5.0
 
 /*
- * The server's ready callback: true once the cache has synced and no resource's lists and
- * watches have kept failing (410s, refusals, errors) for more than TSR_CACHE_FAILING_GRACE_S
- * (answering from it would miss changes), else why names what it waits on and the API server's last
- * answer for it, whole in a why of TSR_WEBHOOK_WHY_MAX bytes (server.h).
+ * The server's ready callback: true once the cache has synced and no resource has been stale
+ * for more than TSR_CACHE_STALE_GRACE_S (its watch lost to a 410, or refused by a 401 or 403,
+ * and no list since has got through: answering from it would miss changes), else why names what it
+ * waits on and the API server's last answer for it, whole in a why of TSR_WEBHOOK_WHY_MAX bytes
+ * (server.h).
  */
 bool tsr_cache_lookup_ready(void *ctx, char *why, size_t why_len);
 
