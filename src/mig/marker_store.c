@@ -489,10 +489,59 @@ void tsr_mig_store_set_hook(struct tsr_mig_store *s, void (*fn)(void *arg, const
         s->hook_arg = arg;
 }
 
+/* Whether a and b (both decoded) name the same MIG instance. */
+static bool same_instance(const struct tsr_mig_marker *a, const struct tsr_mig_marker *b)
+{
+        return !strcmp(a->card, b->card) && (!strcmp(a->mig_uuid, b->mig_uuid) ||
+                                             (a->gi_id == b->gi_id && a->ci_id == b->ci_id));
+}
+
+/*
+ * Two markers of different owners claiming one instance: one is a copy (a marker moved into
+ * another Pod's directory with its podUID rewritten to match). Which is genuine cannot be told
+ * from the files, so both become corrupt: their card is held and neither owner is granted the
+ * instance, rather than granting it twice.
+ */
+/* Marks e corrupt for sharing its instance with other (its why names the first it met). */
+static void name_claimant(struct tsr_mig_marker_entry *e, const struct tsr_mig_marker_entry *other)
+{
+        if (!e->why[0])
+                snprintf(e->why, sizeof(e->why),
+                         "MIG marker: its instance %s (GPU instance %u) is also claimed by pod %s "
+                         "container %s (a copied marker?)",
+                         e->m.mig_uuid, e->m.gi_id, other->m.pod_uid, other->m.container);
+        e->corrupt = true;
+}
+
+static int mark_double_claims(struct tsr_mig_marker_entry *e, size_t n, struct tsr_diag *diag)
+{
+        bool *decoded = calloc(n ? n : 1, sizeof(*decoded));
+
+        if (!decoded)
+                return tsr_diag_set(diag, TSR_ENOMEM, "MIG markers: out of memory");
+        for (size_t i = 0; i < n; i++)
+                decoded[i] = !e[i].corrupt;
+        for (size_t i = 0; i < n; i++)
+                for (size_t j = i + 1; j < n; j++) {
+                        struct tsr_mig_marker_entry *a = &e[i], *b = &e[j];
+
+                        if (!decoded[i] || !decoded[j] || !same_instance(&a->m, &b->m) ||
+                            (!strcmp(a->m.pod_uid, b->m.pod_uid) &&
+                             !strcmp(a->m.container, b->m.container)))
+                                continue;
+                        name_claimant(a, b);
+                        name_claimant(b, a);
+                }
+        free(decoded);
+        return 0;
+}
+
 int tsr_mig_store_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
                        size_t *n, struct tsr_diag *diag)
 {
-        return s->ops->list(s, out, max, n, diag);
+        int rc = s->ops->list(s, out, max, n, diag);
+
+        return rc ? rc : mark_double_claims(out, *n, diag);
 }
 
 int tsr_mig_store_put(struct tsr_mig_store *s, const struct tsr_mig_marker *m,

@@ -10,7 +10,10 @@
  * set, its Pod UID and card taken from its path and the decoder's message in why: it is reported,
  * never silently dropped, and its path stays attributable to a Pod; so is anything named like a
  * marker that is not a regular file (a FIFO, a directory, a socket, a symbolic link), which the
- * files backend never opens blocking and never follows. The files backend tolerates
+ * files backend never opens blocking and never follows. Two markers of different owners that claim
+ * one MIG instance (the same card and MIG UUID, or GPU and compute instance ids) are both
+ * returned corrupt, naming each other: one is a copy, and which cannot be told, so the card is
+ * held and neither is granted the instance rather than both. The files backend tolerates
  * directories and files that vanish while it scans (a Pod's directory the kubelet removes), and
  * fails the whole list with TSR_EIO when the pods directory itself, or any marker it found, cannot
  * be read: a caller that cannot see every marker must not decide anything (reclaim destroys

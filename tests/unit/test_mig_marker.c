@@ -196,6 +196,8 @@ static void test_files_store(void **state)
         assert_int_equal(n, 0);
         assert_int_equal(tsr_mig_store_put(s, &sample, NULL), 0);
         snprintf(other.pod_uid, sizeof(other.pod_uid), "00000000-0000-4000-8000-000000000000");
+        other.gi_id = 1; /* another instance of the card */
+        snprintf(other.mig_uuid, sizeof(other.mig_uuid), "MIG-dddd");
         assert_int_equal(tsr_mig_store_put(s, &other, NULL), 0);
         /* The file is where the spec says, with the codec's bytes. */
         snprintf(path, sizeof(path), "%s/%s/c-main/nvidia-mig-GPU-aaaa.json", root, sample.pod_uid);
@@ -319,6 +321,8 @@ static void test_memory_store(void **state)
         (void)state;
         assert_int_equal(tsr_mig_store_memory_new(&s), 0);
         snprintf(b.pod_uid, sizeof(b.pod_uid), "a-first");
+        b.gi_id = 1;
+        snprintf(b.mig_uuid, sizeof(b.mig_uuid), "MIG-dddd");
         assert_int_equal(tsr_mig_store_put(s, &sample, NULL), 0);
         assert_int_equal(tsr_mig_store_put(s, &b, NULL), 0);
         assert_int_equal(tsr_mig_store_put(s, &b, NULL), 0); /* replaces */
@@ -336,6 +340,46 @@ static void test_memory_store(void **state)
         tsr_mig_store_free(s);
 }
 
+/*
+ * A marker copied into another Pod's directory with its podUID rewritten (so its path matches):
+ * both it and the genuine one are corrupt, naming each other, and so is a third claimant; the
+ * same container's own marker on another card, and a different instance, are untouched.
+ */
+static void test_double_claims(void **state)
+{
+        struct tsr_mig_marker_entry e[8];
+        struct tsr_mig_marker copy = sample, third = sample, other = sample;
+        struct tsr_mig_store *s;
+        size_t n = 0;
+
+        (void)state;
+        assert_int_equal(tsr_mig_store_memory_new(&s), 0);
+        assert_int_equal(tsr_mig_store_put(s, &sample, NULL), 0);
+        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        assert_false(e[0].corrupt);
+        snprintf(copy.pod_uid, sizeof(copy.pod_uid), "pod-b");
+        assert_int_equal(tsr_mig_store_put(s, &copy, NULL), 0);
+        snprintf(third.pod_uid, sizeof(third.pod_uid), "pod-c");
+        snprintf(third.mig_uuid, sizeof(third.mig_uuid), "MIG-other-name"); /* ids still match */
+        assert_int_equal(tsr_mig_store_put(s, &third, NULL), 0);
+        snprintf(other.pod_uid, sizeof(other.pod_uid), "pod-d");
+        other.gi_id = 5;
+        other.ci_id = 1;
+        snprintf(other.mig_uuid, sizeof(other.mig_uuid), "MIG-eeee");
+        assert_int_equal(tsr_mig_store_put(s, &other, NULL), 0);
+        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        assert_int_equal(n, 4);
+        /* Sorted by path: sample's UID (0000...) first, then pod-b, pod-c, pod-d. */
+        assert_true(e[0].corrupt);
+        assert_non_null(strstr(e[0].why, "also claimed by pod"));
+        assert_true(e[1].corrupt);
+        assert_non_null(strstr(e[1].why, sample.pod_uid));
+        assert_true(e[2].corrupt);
+        assert_false(e[3].corrupt);
+        assert_string_equal(e[3].pod_uid, "pod-d");
+        tsr_mig_store_free(s);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -343,6 +387,7 @@ int main(void)
             cmocka_unit_test(test_unknown_keys_ignored),  cmocka_unit_test(test_card_of_name),
             cmocka_unit_test(test_files_store),           cmocka_unit_test(test_files_not_regular),
             cmocka_unit_test(test_files_unreadable_root), cmocka_unit_test(test_memory_store),
+            cmocka_unit_test(test_double_claims),
         };
 
         return cmocka_run_group_tests(tests, make_root, remove_root);
