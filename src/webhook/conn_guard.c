@@ -22,9 +22,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define REAP_EVERY_MS     200
-#define PRESSURE_GRACE_MS 1000
-#define LOG_EVERY_MS      10000
+#define REAP_EVERY_MS          200
+#define PRESSURE_GRACE_MS      1000
+#define LOG_EVERY_MS           10000
+#define BODY_REFUSED_RECENT_MS 2000 /* a body refusal this recent keeps /readyz at 503 */
 
 enum phase { PHASE_FIRST, PHASE_REQUEST, PHASE_IDLE };
 
@@ -67,6 +68,7 @@ struct tsr_conn_guard {
         size_t n_slots, open, cut; /* open counts the cut ones until they close */
         _Atomic size_t body_bytes;
         atomic_ulong refused[N_REFUSALS], cuts[N_CUTS], body_refusals;
+        _Atomic int64_t body_refused_ms; /* the last body refusal (monotonic), 0 if none */
         struct tsr_log_limit refusal_log[N_REFUSALS], cut_log[N_CUTS], body_log;
 };
 
@@ -241,6 +243,7 @@ bool tsr_conn_guard_body_reserve(struct tsr_conn_guard *g, size_t n)
                 return true;
         atomic_fetch_sub(&g->body_bytes, n);
         atomic_fetch_add(&g->body_refusals, 1);
+        atomic_store(&g->body_refused_ms, now_ms());
         log_limited(&g->body_log, "review refused", "reason", "body_memory", "");
         return false;
 }
@@ -384,6 +387,7 @@ void tsr_conn_guard_free(struct tsr_conn_guard *g)
 bool tsr_conn_guard_exhausted(struct tsr_conn_guard *g, char *why, size_t why_len)
 {
         size_t live, body = atomic_load(&g->body_bytes);
+        int64_t refused_ms;
         bool full;
 
         pthread_mutex_lock(&g->mu);
@@ -397,10 +401,16 @@ bool tsr_conn_guard_exhausted(struct tsr_conn_guard *g, char *why, size_t why_le
                          live, g->cfg.max_connections);
                 return true;
         }
-        if (body + g->cfg.max_body > g->cfg.body_memory) {
+        /*
+         * A refusal closes its connection and returns that body's bytes at once, so the bytes
+         * held alone would say "room" the moment after; a refusal in the last seconds counts.
+         */
+        refused_ms = atomic_load(&g->body_refused_ms);
+        if (body + g->cfg.max_body > g->cfg.body_memory ||
+            (refused_ms && now_ms() - refused_ms < BODY_REFUSED_RECENT_MS)) {
                 snprintf(why, why_len,
-                         "the review memory budget is exhausted: %zu of %zu bytes held, less "
-                         "than one review of --max-body left",
+                         "the review memory budget is exhausted: %zu of %zu bytes held, bodies "
+                         "refused for want of room",
                          body, g->cfg.body_memory);
                 return true;
         }
@@ -445,8 +455,8 @@ int tsr_conn_guard_render(struct tsr_conn_guard *g, struct tsr_buf *out)
                     "# HELP tessera_webhook_body_bytes_max The review memory budget "
                     "(--max-body-memory).\n# TYPE tessera_webhook_body_bytes_max gauge\n"
                     "tessera_webhook_body_bytes_max %zu\n"
-                    "# HELP tessera_webhook_body_refusals_total Reviews refused 503 because "
-                    "their body would pass the memory budget.\n"
+                    "# HELP tessera_webhook_body_refusals_total Reviews whose connection was "
+                    "closed because their body would pass the memory budget.\n"
                     "# TYPE tessera_webhook_body_refusals_total counter\n"
                     "tessera_webhook_body_refusals_total %lu\n",
                     atomic_load(&g->body_bytes), g->cfg.body_memory,

@@ -18,7 +18,8 @@
  *   - A memory budget (body_memory) over every review body held at once: a chunk that would pass
  *     it is refused (the server closes that connection at once).
  * /readyz tells the truth through tsr_conn_guard_exhausted: not ready while no new connection
- * can get in, or while the largest review (max_body) would not fit the memory left.
+ * can get in, or while the largest review (max_body) would not fit the memory left or a body
+ * was refused for memory in the last 2 s.
  * A connection past a deadline is cut with shutdown(2); libmicrohttpd then sees its end and
  * closes it. Refusals and cuts are counted (tsr_conn_guard_render) and logged at most once per
  * reason every 10 s with the number since the last line.
