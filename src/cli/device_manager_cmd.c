@@ -54,6 +54,9 @@ static void usage(FILE *f)
             "                             (default /var/lib/kubelet/pod-resources/kubelet.sock)\n"
             "  --pods-dir DIR             the kubelet's pods directory, where MIG ownership\n"
             "                             markers live (default /var/lib/kubelet/pods)\n"
+            "  --grants-file PATH         the grant journal: grants kept across a crash until\n"
+            "                             their Pods show them (default\n"
+            "                             <pods-dir>/.tessera-grants.json)\n"
             "  --nvml-library PATH        the NVML library (default libnvidia-ml.so.1)\n"
             "  --fake SPEC                fake GPUs instead of NVML: PRODUCT:COUNT[:MODES]\n"
             "                             (\"NVIDIA H100 80GB HBM3:8:mig\"), for tests and demos\n"
@@ -89,6 +92,7 @@ enum {
         OPT_PLUGIN_DIR,
         OPT_PODRES,
         OPT_PODS_DIR,
+        OPT_GRANTS_FILE,
         OPT_NVML,
         OPT_FAKE,
         OPT_FAKE_STATE,
@@ -115,6 +119,7 @@ static const struct option long_options[] = {
     {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
     {"pod-resources-socket", required_argument, NULL, OPT_PODRES},
     {"pods-dir", required_argument, NULL, OPT_PODS_DIR},
+    {"grants-file", required_argument, NULL, OPT_GRANTS_FILE},
     {"nvml-library", required_argument, NULL, OPT_NVML},
     {"fake", required_argument, NULL, OPT_FAKE},
     {"fake-state", required_argument, NULL, OPT_FAKE_STATE},
@@ -166,6 +171,9 @@ static int apply_option(void *ctx, int opt, const char *arg)
                 return 0;
         case OPT_PODS_DIR:
                 o->dm.pods_dir = arg;
+                return 0;
+        case OPT_GRANTS_FILE:
+                o->dm.grants_file = arg;
                 return 0;
         case OPT_NVML:
                 o->nvml_library = arg;

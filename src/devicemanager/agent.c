@@ -9,6 +9,7 @@
 #include "core/pod_resources.h"
 #include "core/tokens.h"
 #include "deviceplugin/preferred.h"
+#include "devicemanager/grant_file.h"
 #include "mig/carve.h"
 
 #include <pthread.h>
@@ -23,8 +24,7 @@
  * annotation: it lasts until its Pod is gone.
  */
 struct reservation {
-        char uid[128], ns[254], name[254];
-        struct tsr_container_allocation alloc;
+        struct tsr_grant g;
         bool recorded;   /* the annotation write succeeded (the watch may lag behind it) */
         bool visibility; /* a visibility grant: nothing to record (recorded is true) */
 };
@@ -134,6 +134,62 @@ static void flush_notes(struct tsr_dm_agent *a)
         free(n);
 }
 
+/* ---- the grant journal ---------------------------------------------------------------------- */
+
+/*
+ * Writes every reservation that charges (all but visibility grants) to the grant journal; no
+ * journal configured: nothing. Under mu. Returns 0, or the journal's error with diag.
+ */
+static int persist(struct tsr_dm_agent *a, struct tsr_diag *diag)
+{
+        struct tsr_grant *g;
+        size_t n = 0;
+        int rc;
+
+        if (!a->opts.grants_path)
+                return 0;
+        g = malloc((a->n_res ? a->n_res : 1) * sizeof(*g));
+        if (!g)
+                return tsr_diag_set(diag, TSR_ENOMEM, "grant journal: out of memory");
+        for (size_t k = 0; k < a->n_res; k++)
+                if (!a->res[k].visibility)
+                        g[n++] = a->res[k].g;
+        rc = tsr_dm_grant_file_save(a->opts.grants_path, g, n, diag);
+        free(g);
+        return rc;
+}
+
+/*
+ * Takes the grants a previous run journaled back as reservations, none recorded yet (sync records
+ * them, or settles them once the Pods show them or are gone). Before the agent serves anything.
+ */
+static int restore(struct tsr_dm_agent *a, struct tsr_diag *diag)
+{
+        struct tsr_grant *g = NULL;
+        size_t n = 0;
+        int rc;
+
+        if (!a->opts.grants_path)
+                return 0;
+        rc = tsr_dm_grant_file_load(a->opts.grants_path, &g, &n, diag);
+        if (rc)
+                return rc;
+        if (n && !(a->res = calloc(n, sizeof(*a->res)))) {
+                free(g);
+                return tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
+        }
+        for (size_t k = 0; k < n; k++)
+                a->res[k].g = g[k];
+        a->n_res = a->cap_res = n;
+        free(g);
+        if (n)
+                logf_(a, "info",
+                      "restored %zu grant(s) from the grant journal %s; they stay charged until "
+                      "their Pods' allocation annotations show them or the Pods are gone",
+                      n, a->opts.grants_path);
+        return 0;
+}
+
 int tsr_dm_agent_new(const struct tsr_accel_cap *caps, size_t n,
                      const struct tsr_dm_agent_opts *opts, struct tsr_dm_agent **out,
                      struct tsr_diag *diag)
@@ -167,6 +223,11 @@ int tsr_dm_agent_new(const struct tsr_accel_cap *caps, size_t n,
         }
         a->opts = *opts;
         pthread_mutex_init(&a->mu, NULL);
+        rc = restore(a, diag);
+        if (rc) {
+                tsr_dm_agent_free(a);
+                return rc;
+        }
         *out = a;
         return 0;
 }
@@ -282,6 +343,8 @@ static json_t *pod_by_uid(json_t *pods, const char *uid)
 static void settle(struct tsr_dm_agent *a, json_t *pods)
 {
         struct tsr_container_allocation *alloc;
+        struct tsr_diag d;
+        bool journaled = false;
         size_t k = 0;
 
         if (!pods)
@@ -291,12 +354,13 @@ static void settle(struct tsr_dm_agent *a, json_t *pods)
                 return;
         while (k < a->n_res) {
                 struct reservation *r = &a->res[k];
-                json_t *p = pod_by_uid(pods, r->uid);
+                json_t *p = pod_by_uid(pods, r->g.uid);
                 size_t na = 0;
 
                 if (p)
                         pod_allocation(p, alloc, &na);
-                if (!p || names_container(alloc, na, r->alloc.container)) {
+                if (!p || names_container(alloc, na, r->g.alloc.container)) {
+                        journaled |= !r->visibility;
                         memmove(r, r + 1, (a->n_res - k - 1) * sizeof(*r));
                         a->n_res--;
                         a->settled++;
@@ -305,6 +369,9 @@ static void settle(struct tsr_dm_agent *a, json_t *pods)
                 k++;
         }
         free(alloc);
+        tsr_diag_clear(&d);
+        if (journaled && persist(a, &d)) /* harmless: a restart settles them again */
+                note(a, "warn", "the grant journal still holds grants now settled: %s", d.msg);
 }
 
 /* Scratch storage of one ledger build. */
@@ -465,10 +532,10 @@ static int build_ledger(struct tsr_dm_agent *a, json_t *pods, bool pods_known,
         for (k = 0; k < a->n_res; k++) {
                 const struct reservation *r = &a->res[k];
 
-                if (!charge_all(a, &b, &r->alloc, 1, false, ledger, why, sizeof(why)))
+                if (!charge_all(a, &b, &r->g.alloc, 1, false, ledger, why, sizeof(why)))
                         continue;
                 snprintf(msg, sizeof(msg), "cannot be charged: %s", why);
-                offend(a, r->uid, r->ns, r->name, "a reservation", msg, &r->alloc, 1, NULL);
+                offend(a, r->g.uid, r->g.ns, r->g.name, "a reservation", msg, &r->g.alloc, 1, NULL);
         }
         json_array_foreach(pods, i, p)
         {
@@ -674,8 +741,24 @@ static bool reserved_by(void *ctx, const char *uid, const char *container)
         const struct tsr_dm_agent *a = ctx;
 
         for (size_t k = 0; k < a->n_res; k++)
-                if (!strcmp(a->res[k].uid, uid) && !strcmp(a->res[k].alloc.container, container))
+                if (!strcmp(a->res[k].g.uid, uid) &&
+                    !strcmp(a->res[k].g.alloc.container, container))
                         return true;
+        return false;
+}
+
+/* The reservation of (uid, container) that charges, for tsr_dp_identify_retry. Under mu. */
+static bool granted_by(void *ctx, const char *uid, const char *container,
+                       struct tsr_container_allocation *out)
+{
+        const struct tsr_dm_agent *a = ctx;
+
+        for (size_t k = 0; k < a->n_res; k++)
+                if (!a->res[k].visibility && !strcmp(a->res[k].g.uid, uid) &&
+                    !strcmp(a->res[k].g.alloc.container, container)) {
+                        *out = a->res[k].g.alloc;
+                        return true;
+                }
         return false;
 }
 
@@ -685,7 +768,7 @@ static bool reserved_by(void *ctx, const char *uid, const char *container)
  * hold it is preferred), else 0 (any free slot). Under mu; *kv receives the view asked for.
  */
 static int64_t slice_units(struct tsr_dm_agent *a, json_t *pods, unsigned size,
-                           struct tsr_dp_kubelet_view **kv)
+                           struct tsr_dp_kubelet_view *kv)
 {
         char resource[TSR_KEY_MAX], msg[256];
         struct tsr_dp_identity id;
@@ -693,8 +776,7 @@ static int64_t slice_units(struct tsr_dm_agent *a, json_t *pods, unsigned size,
 
         if (tsr_dp_resource_name(&a->node, TSR_FAMILY_SLICED, resource))
                 return 0;
-        *kv = kubelet_view(a);
-        if (!tsr_dp_identify(&a->node, pods, *kv, resource, NULL, size, reserved_by, a, &id, msg,
+        if (!tsr_dp_identify(&a->node, pods, kv, resource, NULL, size, reserved_by, a, &id, msg,
                              sizeof(msg)) &&
             id.demand.family == TSR_FAMILY_SLICED && id.demand.units > 0)
                 return id.demand.units;
@@ -703,12 +785,66 @@ static int64_t slice_units(struct tsr_dm_agent *a, json_t *pods, unsigned size,
         return units;
 }
 
+/* Whether every one of want[0..n_want) is among have[0..n_have); *at (may be NULL) receives
+ * have's strings in want's order. */
+static bool all_in(const char *const *want, size_t n_want, const char *const *have, size_t n_have,
+                   const char **at)
+{
+        for (size_t i = 0; i < n_want; i++) {
+                size_t j = 0;
+
+                while (j < n_have && strcmp(want[i], have[j]))
+                        j++;
+                if (j == n_have)
+                        return false;
+                if (at)
+                        at[i] = have[j];
+        }
+        return true;
+}
+
+/*
+ * For a retried Allocate the kubelet prepares (nobody waits, and tsr_dp_identify_retry names a
+ * container whose grant's answer was lost): the granted IDs, when every one is offered and they
+ * hold every must-include, so that the kubelet asks for exactly what was granted and Allocate
+ * serves it again. Under mu. True with out[0..*n_out) pointing into available.
+ */
+static bool retry_preference(struct tsr_dm_agent *a, json_t *pods,
+                             const struct tsr_dp_kubelet_view *kv, enum tsr_family f,
+                             const char *const *available, size_t n_avail, const char *const *must,
+                             size_t n_must, unsigned size, const char **out, size_t *n_out)
+{
+        struct tsr_container_allocation *grant = malloc(sizeof(*grant));
+        const char *ids[TSR_ALLOC_ACCELS_MAX];
+        char resource[TSR_KEY_MAX], msg[256];
+        struct tsr_dp_identity id;
+        bool ok = false;
+
+        if (grant && kv && !tsr_dp_resource_name(&a->node, f, resource) &&
+            tsr_dp_identify(&a->node, pods, kv, resource, NULL, size, reserved_by, a, &id, msg,
+                            sizeof(msg)) &&
+            !tsr_dp_identify_retry(&a->node, pods, kv, resource, NULL, size, granted_by, a, &id,
+                                   grant) &&
+            grant->n_device_ids == size) {
+                for (size_t k = 0; k < grant->n_device_ids; k++)
+                        ids[k] = grant->device_ids[k];
+                ok = all_in(ids, size, available, n_avail, out) &&
+                     all_in(must, n_must, ids, size, NULL);
+        }
+        if (ok)
+                *n_out = size;
+        free(grant);
+        return ok;
+}
+
 int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char *const *available,
                            size_t n_avail, const char *const *must, size_t n_must, unsigned size,
                            const char **out, size_t *n_out)
 {
         struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
         struct tsr_dp_kubelet_view *kv = NULL;
+        bool bound = f == TSR_FAMILY_EXCLUSIVE || f == TSR_FAMILY_SHARED || f == TSR_FAMILY_SLICED;
+        bool again = false;
         int64_t units = 0;
         json_t *pods = NULL;
         int rc;
@@ -717,15 +853,20 @@ int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char
                 return TSR_ENOMEM;
         pthread_mutex_lock(&a->mu);
         rc = snapshot(a, &pods, NULL, ledger, NULL);
-        if (!rc && f == TSR_FAMILY_SLICED)
-                units = slice_units(a, pods, size, &kv);
+        if (!rc && bound)
+                kv = kubelet_view(a);
+        if (!rc && bound && size <= TSR_ALLOC_ACCELS_MAX)
+                again = retry_preference(a, pods, kv, f, available, n_avail, must, n_must, size,
+                                         out, n_out);
+        if (!rc && !again && f == TSR_FAMILY_SLICED)
+                units = slice_units(a, pods, size, kv);
         if (!rc)
                 hold_back(a, ledger);
         pthread_mutex_unlock(&a->mu);
         kubelet_view_free(a, kv);
         json_decref(pods);
         flush_notes(a);
-        if (!rc)
+        if (!rc && !again)
                 rc = tsr_dp_preferred(&a->node, ledger, f, available, n_avail, must, n_must, size,
                                       units, out, n_out);
         free(ledger);
@@ -817,12 +958,13 @@ static bool settle_partition(struct tsr_dm_agent *a, const struct tsr_accel_ledg
  * The MIG device container (of Pod uid) holds as aa records it, for its Pod's visibility sidecar:
  * the instance its ownership marker names, read and liveness-checked now (tsr_mig_held), under mu,
  * which is the node's MIG lock: reclaim cannot destroy or recreate it before the answer is given.
- * Returns true with the MIG UUID in mig, or false with out answered: refused, never the parent
- * GPU in its place.
+ * Returns true with the MIG UUID in mig, or false with out answered (what: the container's kind,
+ * "visibility" or "retried"): refused, never the parent GPU in its place.
  */
-static bool visible_partition(struct tsr_dm_agent *a, const char *pod, const char *uid,
-                              const char *container, const struct tsr_accel_allocation *aa,
-                              char *mig, size_t len, struct tsr_dm_answer *out)
+static bool visible_partition(struct tsr_dm_agent *a, const char *what, const char *pod,
+                              const char *uid, const char *container,
+                              const struct tsr_accel_allocation *aa, char *mig, size_t len,
+                              struct tsr_dm_answer *out)
 {
         struct tsr_mig_marker m;
         struct tsr_diag d;
@@ -839,10 +981,10 @@ static bool visible_partition(struct tsr_dm_agent *a, const char *pod, const cha
                                   container, aa->physical_id, m.mig_uuid);
         if (rc) {
                 answer(out, rc == TSR_ESTALE ? TSR_DM_FAILED_PRECONDITION : TSR_DM_INTERNAL,
-                       "visibility container %s of Pod %s refused: %s; the parent GPU is never "
-                       "shown in place of a partition",
-                       out->container, pod, d.msg);
-                out->reason = "visibility";
+                       "%s container %s of Pod %s refused: %s; the parent GPU is never shown in "
+                       "place of a partition",
+                       what, out->container, pod, d.msg);
+                out->reason = strcmp(what, "visibility") ? "marker_stale" : "visibility";
                 return false;
         }
         snprintf(mig, len, "%s", m.mig_uuid);
@@ -868,8 +1010,8 @@ static bool settle_visibility(struct tsr_dm_agent *a, json_t *pod, const char *u
         }
         pod_allocation(pod, alloc, &na);
         for (size_t k = 0; k < a->n_res && na < TSR_ALLOC_CONTAINERS_MAX; k++)
-                if (!strcmp(a->res[k].uid, uid))
-                        alloc[na++] = a->res[k].alloc;
+                if (!strcmp(a->res[k].g.uid, uid))
+                        alloc[na++] = a->res[k].g.alloc;
         for (size_t i = 0; i < na && ok; i++)
                 for (size_t x = 0; x < alloc[i].n && ok; x++) {
                         const struct tsr_accel_allocation *aa = &alloc[i].accels[x];
@@ -877,8 +1019,9 @@ static bool settle_visibility(struct tsr_dm_agent *a, json_t *pod, const char *u
                         const char *dev = aa->id;
 
                         if (aa->mode == TSR_MODE_PARTITIONED || aa->physical_id[0]) {
-                                ok = visible_partition(a, out->pod, uid, alloc[i].container, aa,
-                                                       mig, sizeof(mig), out);
+                                ok = visible_partition(a, "visibility", out->pod, uid,
+                                                       alloc[i].container, aa, mig, sizeof(mig),
+                                                       out);
                                 dev = mig;
                         }
                         if (ok && !strstr(g->visible, dev))
@@ -888,6 +1031,39 @@ static bool settle_visibility(struct tsr_dm_agent *a, json_t *pod, const char *u
         if (!ok)
                 memset(g, 0, sizeof(*g));
         return ok;
+}
+
+/*
+ * Serves a retried Allocate (tsr_dp_identify_retry) from the grant made before its answer was
+ * lost: the same accelerators exposed, a partition's MIG device read back from its marker and
+ * checked live (visible_partition), nothing charged anew. Under mu. True with g, or false with out
+ * answered.
+ */
+static bool serve_again(struct tsr_dm_agent *a, const char *uid,
+                        const struct tsr_container_allocation *grant, struct tsr_dp_grant *g,
+                        struct tsr_dm_answer *out)
+{
+        memset(g, 0, sizeof(*g));
+        g->alloc = *grant;
+        for (size_t x = 0; x < grant->n; x++) {
+                const struct tsr_accel_allocation *aa = &grant->accels[x];
+                char mig[TSR_MIG_MARKER_UUID_MAX];
+                const char *dev = aa->id;
+
+                if (aa->mode == TSR_MODE_PARTITIONED) {
+                        if (!visible_partition(a, "retried", out->pod, uid, grant->container, aa,
+                                               mig, sizeof(mig), out))
+                                return false;
+                        dev = mig;
+                }
+                if (!strstr(g->visible, dev))
+                        tsr_dp_grant_expose(g, dev);
+        }
+        note(a, "info",
+             "container %s of Pod %s asked again for what it was granted (the answer to its "
+             "first Allocate was lost): served again, nothing charged anew",
+             grant->container, out->pod);
+        return true;
 }
 
 static int add_reservation(struct tsr_dm_agent *a, json_t *pod, const char *container,
@@ -906,15 +1082,15 @@ static int add_reservation(struct tsr_dm_agent *a, json_t *pod, const char *cont
         }
         r = &a->res[a->n_res++];
         memset(r, 0, sizeof(*r));
-        snprintf(r->uid, sizeof(r->uid), "%s", str_at(pod, "metadata", "uid"));
-        snprintf(r->ns, sizeof(r->ns), "%s", str_at(pod, "metadata", "namespace"));
-        snprintf(r->name, sizeof(r->name), "%s", str_at(pod, "metadata", "name"));
-        r->alloc = g->alloc;
+        snprintf(r->g.uid, sizeof(r->g.uid), "%s", str_at(pod, "metadata", "uid"));
+        snprintf(r->g.ns, sizeof(r->g.ns), "%s", str_at(pod, "metadata", "namespace"));
+        snprintf(r->g.name, sizeof(r->g.name), "%s", str_at(pod, "metadata", "name"));
+        r->g.alloc = g->alloc;
         r->visibility = r->recorded = visibility;
-        snprintf(r->alloc.container, sizeof(r->alloc.container), "%s", container);
-        snprintf(r->alloc.group_id, sizeof(r->alloc.group_id), "%.*s",
-                 (int)sizeof(r->alloc.group_id) - 1, a->node.group);
-        snprintf(r->alloc.manufacturer, sizeof(r->alloc.manufacturer), "%s", a->node.m->key);
+        snprintf(r->g.alloc.container, sizeof(r->g.alloc.container), "%s", container);
+        snprintf(r->g.alloc.group_id, sizeof(r->g.alloc.group_id), "%.*s",
+                 (int)sizeof(r->g.alloc.group_id) - 1, a->node.group);
+        snprintf(r->g.alloc.manufacturer, sizeof(r->g.alloc.manufacturer), "%s", a->node.m->key);
         return 0;
 }
 
@@ -935,13 +1111,13 @@ static char *annotation_for(struct tsr_dm_agent *a, json_t *pod, const char *uid
         for (size_t k = 0; k < a->n_res; k++) {
                 size_t i = 0;
 
-                if (strcmp(a->res[k].uid, uid) || a->res[k].visibility)
+                if (strcmp(a->res[k].g.uid, uid) || a->res[k].visibility)
                         continue;
-                while (i < na && strcmp(alloc[i].container, a->res[k].alloc.container))
+                while (i < na && strcmp(alloc[i].container, a->res[k].g.alloc.container))
                         i++;
                 if (i == TSR_ALLOC_CONTAINERS_MAX)
                         continue;
-                alloc[i] = a->res[k].alloc;
+                alloc[i] = a->res[k].g.alloc;
                 if (i == na)
                         na++;
         }
@@ -975,9 +1151,9 @@ static void record(struct tsr_dm_agent *a, const char *uid, json_t *seen, unsign
                 pthread_mutex_lock(&a->mu);
         }
         for (size_t k = 0; k < a->n_res; k++)
-                if (!strcmp(a->res[k].uid, uid)) {
-                        snprintf(ns, sizeof(ns), "%s", a->res[k].ns);
-                        snprintf(name, sizeof(name), "%s", a->res[k].name);
+                if (!strcmp(a->res[k].g.uid, uid)) {
+                        snprintf(ns, sizeof(ns), "%s", a->res[k].g.ns);
+                        snprintf(name, sizeof(name), "%s", a->res[k].g.name);
                 }
         if (ns[0])
                 json = annotation_for(a, seen ? seen : pod_by_uid(pods, uid), uid);
@@ -994,7 +1170,7 @@ static void record(struct tsr_dm_agent *a, const char *uid, json_t *seen, unsign
         }
         pthread_mutex_lock(&a->mu);
         for (size_t k = 0; k < a->n_res; k++)
-                if (!strcmp(a->res[k].uid, uid))
+                if (!strcmp(a->res[k].g.uid, uid))
                         a->res[k].recorded = true;
         pthread_mutex_unlock(&a->mu);
 out:
@@ -1052,26 +1228,26 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         struct tsr_dp_kubelet_view *kv = NULL;
         struct tsr_dp_identity id;
         struct tsr_dp_grant *g = malloc(sizeof(*g));
+        struct tsr_container_allocation *prior = malloc(sizeof(*prior));
         char resource[TSR_KEY_MAX], uid[128] = "";
         const char *dup;
         json_t *pods = NULL, *seen = NULL;
         unsigned long settled = 0;
         struct tsr_diag d;
-        bool granted = false, known = false, published = false;
+        bool granted = false, known = false, published = false, retry = false;
 
         memset(out, 0, sizeof(*out));
-        if (!ledger || !g || tsr_dp_resource_name(&a->node, f, resource)) {
+        if (!ledger || !g || !prior || tsr_dp_resource_name(&a->node, f, resource))
                 answer(out, TSR_DM_INTERNAL, "device manager: out of memory");
-                free(ledger);
-                free(g);
-                return;
-        }
-        if ((dup = repeated_id(ids, n_ids))) {
+        else if ((dup = repeated_id(ids, n_ids))) {
                 answer(out, TSR_DM_INVALID_ARGUMENT,
                        "device %s is named more than once in one container's request", dup);
                 out->reason = "duplicate_device";
+        }
+        if (out->code != TSR_DM_OK) {
                 free(ledger);
                 free(g);
+                free(prior);
                 return;
         }
         tsr_diag_clear(&d);
@@ -1083,9 +1259,14 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         kv = kubelet_view(a);
         if (tsr_dp_identify(&a->node, pods, kv, resource, ids, n_ids, reserved_by, a, &id,
                             out->message, sizeof(out->message))) {
-                out->code = TSR_DM_FAILED_PRECONDITION;
-                out->reason = "unidentified";
-                goto unlock;
+                retry = kv && !tsr_dp_identify_retry(&a->node, pods, kv, resource, ids, n_ids,
+                                                     granted_by, a, &id, prior);
+                if (!retry) {
+                        out->code = TSR_DM_FAILED_PRECONDITION;
+                        out->reason = "unidentified";
+                        goto unlock;
+                }
+                out->message[0] = '\0';
         }
         snprintf(uid, sizeof(uid), "%s", str_at(id.pod, "metadata", "uid"));
         snprintf(out->pod, sizeof(out->pod), "%s/%s", str_at(id.pod, "metadata", "namespace"),
@@ -1098,7 +1279,10 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 out->reason = "mixed_families";
                 goto unlock;
         }
-        switch (f) {
+        switch (retry ? TSR_FAMILY_NONE : f) {
+        case TSR_FAMILY_NONE:
+                granted = serve_again(a, uid, prior, g, out);
+                break;
         case TSR_FAMILY_PARTITIONED:
                 hold_back(a, ledger);
                 granted = settle_partition(a, ledger, &id, uid, ids, n_ids, g, out);
@@ -1129,8 +1313,18 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 granted = rc == 0;
         }
         }
-        if (granted && add_reservation(a, id.pod, id.container, g, f == TSR_FAMILY_VISIBILITY)) {
+        if (granted && !retry &&
+            add_reservation(a, id.pod, id.container, g, f == TSR_FAMILY_VISIBILITY)) {
                 answer(out, TSR_DM_INTERNAL, "device manager: out of memory");
+                granted = false;
+        } else if (granted && !retry && f != TSR_FAMILY_VISIBILITY && persist(a, &d)) {
+                /* a grant a crash could forget is one a restart could make twice: none is made */
+                a->n_res--;
+                answer(out, TSR_DM_INTERNAL,
+                       "the grant to container %s of Pod %s cannot be made durable, so it is not "
+                       "made: %s",
+                       id.container, out->pod, d.msg);
+                out->reason = "journal";
                 granted = false;
         }
         if (granted) {
@@ -1142,7 +1336,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 if (f == TSR_FAMILY_SLICED)
                         slice_caps(a, id.pod, uid, g, out);
         }
-        if (granted && f != TSR_FAMILY_VISIBILITY) {
+        if (granted && !retry && f != TSR_FAMILY_VISIBILITY) {
                 /* the device view the subscribers read: these Pods with the grant reserved, what
                  * a new snapshot would show (a Pod change since is the pod source's to report) */
                 if (a->n_subs && !build_ledger(a, pods, known, ledger, NULL)) {
@@ -1158,6 +1352,7 @@ unlock:
         json_decref(pods);
         free(ledger);
         free(g);
+        free(prior);
         flush_notes(a);
         if (out->code != TSR_DM_OK && !out->reason)
                 out->reason = "internal";
@@ -1168,7 +1363,7 @@ unlock:
                       out->message);
                 return;
         }
-        if (f != TSR_FAMILY_VISIBILITY) {
+        if (f != TSR_FAMILY_VISIBILITY && !retry) {
                 record(a, uid, seen, settled);
                 json_decref(seen);
                 if (!published) /* out of memory above: a view of its own */
@@ -1194,7 +1389,7 @@ size_t tsr_dm_agent_sync(struct tsr_dm_agent *a)
         uids = calloc(a->n_res ? a->n_res : 1, sizeof(*uids));
         for (size_t k = 0; uids && k < a->n_res; k++)
                 if (!a->res[k].recorded)
-                        snprintf(uids[n++], sizeof(uids[0]), "%s", a->res[k].uid);
+                        snprintf(uids[n++], sizeof(uids[0]), "%s", a->res[k].g.uid);
         pthread_mutex_unlock(&a->mu);
         json_decref(pods);
         for (size_t i = 0; i < n; i++)
@@ -1259,7 +1454,7 @@ int tsr_dm_agent_reclaim(struct tsr_dm_agent *a, struct tsr_mig_reclaimer *r,
                         add_claims(&alloc[c], uid, claims, max_claims, &n_claims);
         }
         for (size_t k = 0; k < a->n_res; k++)
-                add_claims(&a->res[k].alloc, a->res[k].uid, claims, max_claims, &n_claims);
+                add_claims(&a->res[k].g.alloc, a->res[k].g.uid, claims, max_claims, &n_claims);
         rc = tsr_mig_reclaim_pass(r, &(struct tsr_mig_view){live, n_live, claims, n_claims}, stats,
                                   diag);
 out:

@@ -37,6 +37,18 @@
  * until its Pod is gone), so its container is not named twice; and a visibility container is
  * named only in a Pod whose accelerator containers are all served (deviceplugin/identify.h), the
  * Pod the kubelet is admitting, never merely the oldest pending one.
+ * Durability (with opts.grants_path): every reservation that charges is written to the grant
+ * journal (devicemanager/grant_file.h) under the lock, before the answer leaves; a grant that
+ * cannot be journaled is not made (INTERNAL, reason journal), since a grant a crash forgets is one
+ * a restart makes twice. tsr_dm_agent_new reads the journal back, before anything is served, as
+ * reservations not yet recorded (a journal that does not decode fails it: nothing is served on a
+ * guess); settling one rewrites the journal (best effort: a restart settles it again).
+ * A retried Allocate (tsr_dp_identify_retry: with the kubelet's view, a container it lists without
+ * devices of the resource that already holds a grant of it naming these IDs, any IDs for a
+ * partition) is the kubelet asking again after the answer was lost in a crash: it is served again
+ * from that grant (the same accelerators; a partition's MIG device read back from its marker and
+ * checked live), charging and recording nothing new; GetPreferredAllocation offers such a
+ * container its granted IDs, so that the kubelet asks for exactly those.
  * Then, outside the lock, the allocation annotation is recorded on the Pod through the caller's
  * record function; a failed record is retried by tsr_dm_agent_sync. Every change that can move a
  * device list calls the subscribers (outside the lock), which read the device view.
@@ -114,6 +126,9 @@ struct tsr_dm_agent_opts {
         int (*record)(void *ctx, const char *ns, const char *name, const char *uid,
                       const char *json, struct tsr_diag *diag);
         void (*log)(void *ctx, const char *level, const char *msg);
+        /* The grant journal's file (devicemanager/grant_file.h), or NULL: reservations live in
+         * memory only (the simulator's and most unit tests'). Borrowed for the agent's life. */
+        const char *grants_path;
         /* Told of every Allocate's answer for family f, after the node lock is released (metrics,
          * Events); NULL: nobody. Must not block. */
         void (*allocated)(void *ctx, enum tsr_family f, const struct tsr_dm_answer *ans);
@@ -129,7 +144,8 @@ struct tsr_dm_answer {
         char container[64];
         /* When code is not OK: the refusal rule as a short stable code (a static string):
          * internal, unidentified, mixed_families, held_back, invalid_device, duplicate_device,
-         * no_capacity, marker_stale, no_profile, carve_failed, visibility. NULL when granted. */
+         * no_capacity, marker_stale, no_profile, carve_failed, visibility, journal. NULL when
+         * granted. */
         const char *reason;
         bool carved;       /* a MIG instance was created for this grant */
         bool carve_failed; /* creating a MIG instance failed (the backend's error) */

@@ -30,7 +30,7 @@
 
 struct tsr_dm_daemon {
         struct tsr_dm_daemon_config cfg;
-        char node[254], plugin_dir[4096], podres[4096], pods_dir[4096];
+        char node[254], plugin_dir[4096], podres[4096], pods_dir[4096], grants[4096];
         struct tsr_accel_cap caps[CAPS_MAX];
         size_t n_caps;
         struct tsr_mig_store *store;
@@ -409,6 +409,10 @@ static int start_parts(struct tsr_dm_daemon *d, struct tsr_diag *diag)
         ao.log = log_line;
         ao.allocated = allocated;
         ao.ctx = d;
+        ao.grants_path = d->grants;
+        if (!d->grants[0])
+                return tsr_diag_set(diag, TSR_ETOOBIG,
+                                    "--pods-dir is too long for the grant journal's path");
         rc = tsr_dm_agent_new(d->caps, d->n_caps, &ao, &d->agent, diag);
         if (!rc && tsr_dm_agent_subscribe(d->agent, ledger_moved, d))
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "device manager: out of memory");
@@ -448,6 +452,11 @@ int tsr_dm_daemon_start(const struct tsr_dm_daemon_config *cfg, struct tsr_dm_da
         snprintf(d->plugin_dir, sizeof(d->plugin_dir), "%s", cfg->plugin_dir);
         snprintf(d->podres, sizeof(d->podres), "%s", cfg->podres_socket ? cfg->podres_socket : "");
         snprintf(d->pods_dir, sizeof(d->pods_dir), "%s", cfg->pods_dir);
+        if (cfg->grants_file)
+                snprintf(d->grants, sizeof(d->grants), "%s", cfg->grants_file);
+        else if ((size_t)snprintf(d->grants, sizeof(d->grants), "%s/.tessera-grants.json",
+                                  cfg->pods_dir) >= sizeof(d->grants))
+                d->grants[0] = '\0'; /* refused below */
         pthread_mutex_init(&d->mu, NULL);
         pthread_cond_init(&d->cond, NULL);
         rc = start_parts(d, diag);

@@ -5,15 +5,16 @@
  * Start: unless slice isolation is off, install the slice interposer into its host directory
  * (refusing to start, naming the path, when the library cannot be read or written); detect the
  * GPUs once (re-detection is a restart: a MIG mode change applies then), run
- * MIG recovery (it only logs), build the agent over the detected capability, one plugin per
- * family, and the kubelet link. Then a reconcile thread, every poll interval: lists the Pods
- * bound to the node (the API server's fieldSelector spec.nodeName); when they changed, tells the
- * agent (ListAndWatch updates follow) and runs a reclaim pass; retries unrecorded allocation
- * annotations; publishes the node's capacity keys, fit labels and Devices object when the agent
- * reported a change since the last publish (a grant, the Pods) or the last attempt failed; and
- * runs a reclaim pass at least every reclaim interval (the upstream resync, 60 s).
- * Allocate reads the Pods fresh from the API server every time (one uncached list), so a Pod the
- * scheduler has just bound is never missed.
+ * MIG recovery (it only logs), build the agent over the detected capability -- reading back the
+ * grant journal (grants_file) a previous run left, refusing to start, naming the file, when it
+ * cannot be trusted -- one plugin per family, and the kubelet link. Then a reconcile thread, every
+ * poll interval: lists the Pods bound to the node (the API server's fieldSelector spec.nodeName);
+ * when they changed, tells the agent (ListAndWatch updates follow) and runs a reclaim pass; retries
+ * unrecorded allocation annotations; publishes the node's capacity keys, fit labels and Devices
+ * object when the agent reported a change since the last publish (a grant, the Pods) or the last
+ * attempt failed; and runs a reclaim pass at least every reclaim interval (the upstream resync, 60
+ * s). Allocate reads the Pods fresh from the API server every time (one uncached list), so a Pod
+ * the scheduler has just bound is never missed.
  *
  * Observability: the probe server's callbacks read readiness (the kubelet link's registrations)
  * and the metrics (devicemanager/metrics.h: Allocate answers, reclaim passes, publish failures);
@@ -41,6 +42,7 @@ struct tsr_dm_daemon_config {
         const char *plugin_dir;    /* /var/lib/kubelet/device-plugins */
         const char *podres_socket; /* /var/lib/kubelet/pod-resources/kubelet.sock; NULL: off */
         const char *pods_dir;      /* /var/lib/kubelet/pods: MIG ownership markers */
+        const char *grants_file;   /* the grant journal; NULL: <pods_dir>/.tessera-grants.json */
         struct tsr_kube_client *client;
         struct tsr_mig_gpus gpus;
         bool identify_by_kubelet; /* GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET */

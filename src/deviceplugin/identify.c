@@ -247,6 +247,116 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
         return 0;
 }
 
+/* The mode a grant of family f charges. */
+static enum tsr_mode mode_of(enum tsr_family f)
+{
+        switch (f) {
+        case TSR_FAMILY_EXCLUSIVE:
+                return TSR_MODE_EXCLUSIVE;
+        case TSR_FAMILY_SHARED:
+                return TSR_MODE_SHARED;
+        case TSR_FAMILY_SLICED:
+                return TSR_MODE_SLICED;
+        case TSR_FAMILY_PARTITIONED:
+                return TSR_MODE_PARTITIONED;
+        default:
+                return TSR_MODE_NONE;
+        }
+}
+
+/* Whether g, a grant of container, is one of family f naming ids[0..n_ids) (see the header). */
+static bool grant_matches(const struct tsr_container_allocation *g, enum tsr_family f,
+                          const char *const *ids, size_t n_ids)
+{
+        const char *granted[TSR_ALLOC_ACCELS_MAX];
+
+        if (!g->n || mode_of(f) == TSR_MODE_NONE)
+                return false;
+        for (size_t x = 0; x < g->n; x++)
+                if (g->accels[x].mode != mode_of(f))
+                        return false;
+        if (!ids || f == TSR_FAMILY_PARTITIONED)
+                return true;
+        for (size_t k = 0; k < g->n_device_ids; k++)
+                granted[k] = g->device_ids[k];
+        return same_set(granted, g->n_device_ids, ids, n_ids);
+}
+
+/* Container name's grant in pod (uid): the caller's reservation, else the annotation entry. */
+static bool grant_of(json_t *pod, const char *uid, const char *name, tsr_dp_granted_fn granted,
+                     void *ctx, struct tsr_container_allocation *alloc,
+                     struct tsr_container_allocation *out)
+{
+        size_t na = 0;
+
+        if (granted && granted(ctx, uid, name, out))
+                return true;
+        if (tsr_alloc_annotation_of_pod(pod, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, NULL))
+                return false;
+        for (size_t i = 0; i < na; i++)
+                if (!strcmp(alloc[i].container, name)) {
+                        *out = alloc[i];
+                        return true;
+                }
+        return false;
+}
+
+int tsr_dp_identify_retry(const struct tsr_dp_node *node, json_t *pods,
+                          const struct tsr_dp_kubelet_view *kv, const char *resource,
+                          const char *const *ids, size_t n_ids, tsr_dp_granted_fn granted,
+                          void *ctx, struct tsr_dp_identity *out,
+                          struct tsr_container_allocation *grant)
+{
+        struct tsr_pod_spec *spec = malloc(sizeof(*spec));
+        struct tsr_container_allocation *alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
+        struct tsr_container_allocation *g = malloc(sizeof(*g));
+        struct tsr_dp_identity best = {0};
+        json_t *pod;
+        size_t i;
+        int rc = TSR_ENOTFOUND;
+
+        if (!spec || !alloc || !g) {
+                rc = TSR_ENOMEM;
+                goto out;
+        }
+        json_array_foreach(pods, i, pod)
+        {
+                const char *uid = str_at(pod, "metadata", "uid");
+                const char *ns = str_at(pod, "metadata", "namespace");
+                const char *name = str_at(pod, "metadata", "name");
+
+                if (!kv || !servable(pod, spec) || !kubelet_lists(kv, ns, name) ||
+                    (best.pod && !older(pod, best.pod)))
+                        continue;
+                for (size_t c = 0; c < spec->req.n; c++) {
+                        const struct tsr_container_req *cr = &spec->req.c[c];
+                        struct tsr_demand d;
+
+                        if (tsr_container_request(cr, resource, false) != (int64_t)n_ids ||
+                            held_by(kv, ns, name, cr->name, resource) ||
+                            !grant_of(pod, uid, cr->name, granted, ctx, alloc, g))
+                                continue;
+                        tsr_demand_of_container(&spec->req, c, node->m, &d);
+                        if (!grant_matches(g, d.family, ids, n_ids))
+                                continue;
+                        best.pod = pod;
+                        snprintf(best.container, sizeof(best.container), "%s", cr->name);
+                        best.demand = d;
+                        best.by_kubelet = true;
+                        *grant = *g;
+                        rc = 0;
+                        break;
+                }
+        }
+        if (!rc)
+                *out = best;
+out:
+        free(spec);
+        free(alloc);
+        free(g);
+        return rc;
+}
+
 int tsr_dp_smallest_pending(const struct tsr_dp_node *node, json_t *pods, const char *resource,
                             tsr_dp_reserved_fn reserved, void *ctx, int64_t *units)
 {

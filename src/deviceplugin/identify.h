@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "codec/alloc_annotation.h"
 #include "core/demand.h"
 #include "deviceplugin/node.h"
 
@@ -51,6 +52,11 @@ struct tsr_dp_kubelet_view {
 /* Says whether (Pod UID, container) already holds a reservation of the caller's. */
 typedef bool (*tsr_dp_reserved_fn)(void *ctx, const char *uid, const char *container);
 
+/* Copies the caller's reservation for (Pod UID, container) into *out; false when it holds none
+ * (or only one that charges nothing). */
+typedef bool (*tsr_dp_granted_fn)(void *ctx, const char *uid, const char *container,
+                                  struct tsr_container_allocation *out);
+
 struct tsr_dp_identity {
         json_t *pod; /* borrowed from pods */
         char container[64];
@@ -67,6 +73,24 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
                     const struct tsr_dp_kubelet_view *kv, const char *resource,
                     const char *const *ids, size_t n_ids, tsr_dp_reserved_fn reserved, void *ctx,
                     struct tsr_dp_identity *out, char *msg, size_t len);
+
+/*
+ * A retried Allocate: the kubelet asks again for a container whose first answer it never got (the
+ * plugin died between making the grant and answering). Among the Pods the kubelet lists (kv is
+ * required: without it a retry cannot be told from a second container asking the same), the
+ * oldest container that requests resource with n_ids tokens, that the kubelet lists holding none
+ * of it, and that already holds a grant of the resource's family -- the caller's reservation
+ * (granted), else its entry in the Pod's allocation annotation -- whose device IDs are exactly ids
+ * (ids NULL: any). A partition's tokens name no card (the allocator picks the GPU), so there any
+ * n_ids IDs match. Returns 0 with *out and the grant in *grant, or TSR_ENOTFOUND (TSR_ENOMEM).
+ * The caller serves the grant again and charges nothing new: tsr_dp_identify never names such a
+ * container, so a lost answer otherwise fails the retry and strands the grant until the Pod goes.
+ */
+int tsr_dp_identify_retry(const struct tsr_dp_node *node, json_t *pods,
+                          const struct tsr_dp_kubelet_view *kv, const char *resource,
+                          const char *const *ids, size_t n_ids, tsr_dp_granted_fn granted,
+                          void *ctx, struct tsr_dp_identity *out,
+                          struct tsr_container_allocation *grant);
 
 /*
  * The fewest units any waiting container asks with resource: among the Pods bound to the node in

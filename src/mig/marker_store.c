@@ -6,10 +6,10 @@
 
 #include "base/atomic_file.h"
 #include "base/err.h"
+#include "base/regular_file.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,54 +103,6 @@ struct files_store {
         char root[TSR_MIG_PATH_MAX];
 };
 
-enum read_result { READ_OK, READ_GONE, READ_NOT_FILE, READ_ERROR };
-
-/*
- * Reads at most max bytes of path into buf, never blocking and never following a link: a FIFO,
- * a device, a directory or a symbolic link named like a marker is READ_NOT_FILE with *kind
- * naming it (it becomes a corrupt entry that holds its card, not a hang or a failed list).
- */
-static enum read_result read_small(const char *path, char *buf, size_t max, size_t *len,
-                                   const char **kind)
-{
-        int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-        size_t got = 0;
-        struct stat st;
-
-        if (fd < 0 && errno == ELOOP) {
-                *kind = "a symbolic link";
-                return READ_NOT_FILE;
-        }
-        if (fd < 0)
-                return errno == ENOENT ? READ_GONE : READ_ERROR;
-        if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-                *kind = S_ISDIR(st.st_mode)    ? "a directory"
-                        : S_ISFIFO(st.st_mode) ? "a FIFO"
-                        : S_ISSOCK(st.st_mode) ? "a socket"
-                                               : "not a regular file";
-                close(fd);
-                return READ_NOT_FILE;
-        }
-        for (;;) {
-                ssize_t r = read(fd, buf + got, max - got);
-
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0) {
-                        close(fd);
-                        return READ_ERROR;
-                }
-                if (r == 0 || got + (size_t)r == max) {
-                        got += (size_t)r;
-                        break;
-                }
-                got += (size_t)r;
-        }
-        close(fd);
-        *len = got;
-        return READ_OK;
-}
-
 /* Opens dir for scanning: the DIR, or NULL with *gone set when it vanished (not an error). */
 static DIR *open_scan(const char *dir, bool *gone)
 {
@@ -185,7 +137,7 @@ static int scan_container(const char *root, const char *pod, const char *cdir, s
                 char card[TSR_MIG_MARKER_UUID_MAX];
                 const char *kind = "";
                 size_t len = 0;
-                enum read_result r;
+                enum tsr_read_result r;
 
                 if (de->d_name[0] == '.' ||
                     tsr_mig_marker_card_of_name(de->d_name, card, sizeof(card)))
@@ -199,16 +151,16 @@ static int scan_container(const char *root, const char *pod, const char *cdir, s
                         rc = tsr_diag_set(sc->diag, TSR_ETOOBIG, "MIG markers: path too long");
                         break;
                 }
-                r = read_small(file, body, sizeof(body), &len, &kind);
-                if (r == READ_GONE)
+                r = tsr_read_regular(file, body, sizeof(body), &len, &kind);
+                if (r == TSR_READ_GONE)
                         continue;
-                if (r == READ_ERROR) {
+                if (r == TSR_READ_ERROR) {
                         rc = tsr_diag_set(sc->diag, TSR_EIO, "MIG markers: %s: %s", file,
                                           strerror(errno));
                         break;
                 }
                 entry_of(&sc->out[sc->n], file, pod, cdir + 2, card, body, len);
-                if (r == READ_NOT_FILE) {
+                if (r == TSR_READ_NOT_FILE) {
                         sc->out[sc->n].corrupt = true;
                         snprintf(sc->out[sc->n].why, sizeof(sc->out[sc->n].why),
                                  "MIG marker: %s, not a regular file", kind);

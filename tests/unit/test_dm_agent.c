@@ -89,6 +89,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define GPUS              8
@@ -131,6 +132,11 @@ struct node {
         struct tsr_dm_agent_opts opts; /* what agent was made with (a restart makes another) */
         atomic_uint kubelet_asked;
         bool kubelet_lists_nobody; /* pod-resources answers, listing no Pod (else it fails) */
+        bool kubelet_lists_all;    /* pod-resources lists every live Pod, holding held_ids */
+        char held_pod[32];         /* the Pod whose "main" the kubelet lists holding held_ids */
+        const char *held_resource;
+        const char *held_ids[2];
+        size_t n_held_ids;
         /* the API server: each write takes record_lag_us; every record_fail_every-th fails */
         unsigned record_lag_us, record_fail_every;
         atomic_uint records, record_failures;
@@ -387,12 +393,40 @@ static int record_cb(void *ctx, const char *ns, const char *name, const char *ui
  * The kubelet serves no pod-resources (the agent falls back to the pending Pods), or, with
  * kubelet_lists_nobody, answers a List that names no Pod yet.
  */
+/* A view listing every live Pod (kubelet_lists_all): what the kubelet's pod-resources says. */
+struct listed {
+        struct tsr_dp_kubelet_view kv;
+        const char *ns[PODS_MAX], *name[PODS_MAX];
+        struct tsr_dp_held held;
+};
+
 static int kubelet_view_cb(void *ctx, struct tsr_dp_kubelet_view **kv)
 {
         static struct tsr_dp_kubelet_view nobody;
         struct node *n = ctx;
+        struct listed *l;
 
         atomic_fetch_add(&n->kubelet_asked, 1);
+        if (n->kubelet_lists_all) {
+                l = calloc(1, sizeof(*l));
+                if (!l)
+                        return TSR_ENOMEM;
+                pthread_mutex_lock(&n->mu);
+                for (size_t i = 0; i < n->n_pods; i++)
+                        if (n->pods[i].obj) {
+                                l->ns[l->kv.n_pods] = NS;
+                                l->name[l->kv.n_pods++] = n->pods[i].name;
+                        }
+                pthread_mutex_unlock(&n->mu);
+                l->held = (struct tsr_dp_held){NS,          n->held_pod,  "main", n->held_resource,
+                                               n->held_ids, n->n_held_ids};
+                l->kv.held = &l->held;
+                l->kv.n_held = n->n_held_ids ? 1 : 0;
+                l->kv.pod_ns = l->ns;
+                l->kv.pod_name = l->name;
+                *kv = &l->kv;
+                return 0;
+        }
         if (!n->kubelet_lists_nobody)
                 return TSR_EIO;
         *kv = &nobody;
@@ -401,8 +435,10 @@ static int kubelet_view_cb(void *ctx, struct tsr_dp_kubelet_view **kv)
 
 static void kubelet_view_free_cb(void *ctx, struct tsr_dp_kubelet_view *kv)
 {
-        (void)ctx;
-        (void)kv;
+        struct node *n = ctx;
+
+        if (n->kubelet_lists_all)
+                free(kv); /* the struct listed it heads */
 }
 
 /* Keeps the agent's errors about allocation annotations (not the refusals quoting them). */
@@ -1872,6 +1908,241 @@ static void test_annotation_held_back_reuse(void **state)
         assert_int_equal(instances(N.mig[1], in), 1);
 }
 
+/* ---- the grant journal and retried Allocates ----------------------------------------------- */
+
+static char journal_dir[64];
+static char journal_path[96];
+
+/* A fresh journal path in a new temporary directory (the agent is made anew over it). */
+static void use_journal(void)
+{
+        struct tsr_diag d;
+
+        snprintf(journal_dir, sizeof(journal_dir), "/tmp/tsr-grants-XXXXXX");
+        assert_non_null(mkdtemp(journal_dir));
+        snprintf(journal_path, sizeof(journal_path), "%s/.tessera-grants.json", journal_dir);
+        N.opts.grants_path = journal_path;
+        tsr_dm_agent_free(N.agent);
+        tsr_diag_clear(&d);
+        assert_int_equal(tsr_dm_agent_new(N.caps, N.n_caps, &N.opts, &N.agent, &d), 0);
+}
+
+static void drop_journal(void)
+{
+        char cmd[160];
+
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", journal_dir);
+        assert_int_equal(system(cmd), 0);
+}
+
+/* How many grants the journal on disk holds (-1: no file). */
+static int journaled(void)
+{
+        FILE *f = fopen(journal_path, "r");
+        json_t *doc;
+        int n;
+
+        if (!f)
+                return -1;
+        doc = json_loadf(f, 0, NULL);
+        fclose(f);
+        assert_non_null(doc);
+        n = (int)json_array_size(json_object_get(doc, "grants"));
+        json_decref(doc);
+        return n;
+}
+
+/* The process dies (kill -9: nothing is cleaned up) and a new one starts over the same state. */
+static void crash_and_restart(void)
+{
+        struct tsr_diag d;
+
+        tsr_dm_agent_free(N.agent);
+        tsr_diag_clear(&d);
+        assert_int_equal(tsr_dm_agent_new(N.caps, N.n_caps, &N.opts, &N.agent, &d), 0);
+}
+
+static void test_journal_survives_crash(void **state)
+{
+        char t[TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t, TSR_FAMILY_EXCLUSIVE, N.bound[0], 0)};
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_dm_answer a;
+
+        (void)state;
+        use_journal();
+        assert_int_equal(journaled(), -1);
+        N.record_fail_every = 1; /* the annotation PATCH fails (the API server answers 500) */
+        grant_exclusive("first", N.bound[0]);
+        assert_false(annotated("first"));
+        assert_int_equal(journaled(), 1);
+        crash_and_restart();
+
+        /* the grant is still charged: the card is not handed to the next Pod */
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[0]].mode, TSR_MODE_EXCLUSIVE);
+        add_pod(&N, "second", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+        assert_string_equal(a.reason, "no_capacity");
+        assert_string_equal(a.pod, NS "/second");
+        pthread_mutex_lock(&N.mu);
+        delete_pod(find_pod(&N, "second")); /* the kubelet failed it */
+        pthread_mutex_unlock(&N.mu);
+
+        /* the API server heals: sync records the restored grant, then settles it */
+        N.record_fail_every = 0;
+        assert_int_equal(tsr_dm_agent_sync(N.agent), 0);
+        assert_true(annotated("first"));
+        assert_int_equal(tsr_dm_agent_sync(N.agent), 0);
+        assert_int_equal(journaled(), 0);
+        crash_and_restart(); /* nothing restored now: the annotation carries the grant */
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[0]].mode, TSR_MODE_EXCLUSIVE);
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+
+        /* the Pod gone while the journal still holds its grant: settled at the first list */
+        N.record_fail_every = 1;
+        grant_exclusive("third", N.bound[1]);
+        assert_int_equal(journaled(), 1);
+        pthread_mutex_lock(&N.mu);
+        delete_pod(find_pod(&N, "third"));
+        pthread_mutex_unlock(&N.mu);
+        crash_and_restart();
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[1]].mode, TSR_MODE_NONE);
+        assert_int_equal(journaled(), 0);
+        drop_journal();
+}
+
+static void test_journal_unwritable(void **state)
+{
+        struct tsr_accel_ledger ledger[GPUS];
+        char t[TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t, TSR_FAMILY_EXCLUSIVE, N.bound[0], 0)};
+        struct tsr_dm_answer a;
+
+        (void)state;
+        N.opts.grants_path = "/nonexistent-tsr-dir/.tessera-grants.json";
+        crash_and_restart(); /* a missing journal is an empty one */
+        add_pod(&N, "p", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_INTERNAL);
+        assert_string_equal(a.reason, "journal");
+        assert_non_null(strstr(a.message, "cannot be made durable"));
+        assert_non_null(strstr(a.message, "/nonexistent-tsr-dir/"));
+        assert_false(annotated("p"));
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[0]].mode, TSR_MODE_NONE);
+        assert_int_equal(tsr_dm_agent_sync(N.agent), 0); /* nothing reserved to record */
+}
+
+static void test_journal_refused(void **state)
+{
+        struct tsr_dm_agent *other = NULL;
+        struct tsr_diag d;
+        FILE *f;
+
+        (void)state;
+        use_journal();
+        f = fopen(journal_path, "w");
+        assert_non_null(f);
+        fputs("{\"kind\":\"tessera.device-manager.grants\",\"version\":1,\"grants\":[{}]}", f);
+        fclose(f);
+        tsr_diag_clear(&d);
+        assert_int_equal(tsr_dm_agent_new(N.caps, N.n_caps, &N.opts, &other, &d), TSR_EPARSE);
+        assert_null(other);
+        assert_non_null(strstr(d.msg, journal_path));
+        assert_non_null(strstr(d.msg, "grant 0: \"podUID\""));
+        /* a FIFO under the journal's name is refused, never waited on */
+        assert_int_equal(unlink(journal_path), 0);
+        assert_int_equal(mkfifo(journal_path, 0600), 0);
+        tsr_diag_clear(&d);
+        assert_int_equal(tsr_dm_agent_new(N.caps, N.n_caps, &N.opts, &other, &d), TSR_EPARSE);
+        assert_non_null(strstr(d.msg, "a FIFO"));
+        drop_journal();
+}
+
+static void test_retry_served_again(void **state)
+{
+        char t[2][TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t[0], TSR_FAMILY_EXCLUSIVE, N.bound[0], 0)};
+        const char *other[1] = {token(t[1], TSR_FAMILY_EXCLUSIVE, N.bound[1], 0)};
+        struct tsr_accel_ledger ledger[GPUS];
+        const char *avail[3], *pref[1];
+        struct tsr_dm_answer a;
+        size_t n = 0;
+
+        (void)state;
+        N.kubelet_lists_all = true;
+        grant_exclusive("lost", N.bound[0]);
+        assert_true(annotated("lost"));
+        crash_and_restart(); /* the answer never reached the kubelet */
+
+        /* the kubelet prepares the retry: offered exactly what was granted */
+        avail[0] = other[0];
+        avail[1] = ids[0];
+        avail[2] = token(t[1], TSR_FAMILY_EXCLUSIVE, N.bound[2], 0);
+        assert_int_equal(
+            tsr_dm_agent_preferred(N.agent, TSR_FAMILY_EXCLUSIVE, avail, 3, NULL, 0, 1, pref, &n),
+            0);
+        assert_int_equal(n, 1);
+        assert_string_equal(pref[0], ids[0]);
+        /* and asks again: served from the grant, nothing charged anew */
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_string_equal(a.pod, NS "/lost");
+        assert_string_equal(a.visible, N.caps[N.bound[0]].uuid);
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[0]].allocated, TSR_UNITS_PER_ACCEL);
+        /* other IDs are not that grant: refused, nothing granted */
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, other, 1, &a);
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+        assert_string_equal(a.reason, "unidentified");
+        /* once the kubelet lists the container holding its device, it is no retry */
+        snprintf(N.held_pod, sizeof(N.held_pod), "lost");
+        N.held_resource = "nvidia.com/gpu";
+        N.held_ids[0] = ids[0];
+        N.n_held_ids = 1;
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, (const char *const[]){avail[2]}, 1,
+                              &a);
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[2]].mode, TSR_MODE_NONE);
+}
+
+static void test_retry_partition(void **state)
+{
+        struct tsr_gpu_instance in[TSR_GPU_INSTANCES_MAX];
+        struct tsr_dm_answer a, again;
+
+        (void)state;
+        use_journal();
+        N.kubelet_lists_all = true;
+        N.record_fail_every = 1; /* not even recorded: the journal alone carries it */
+        add_pod(&N, "mig", TSR_FAMILY_PARTITIONED,
+                limits_of(TSR_FAMILY_PARTITIONED, 1, "3g.40gb", 800000), "Pending");
+        allocate_one(TSR_FAMILY_PARTITIONED, N.mig[0], 0, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_false(annotated("mig"));
+        crash_and_restart();
+        /* the retry names another partition token (they name no card): the same instance */
+        allocate_one(TSR_FAMILY_PARTITIONED, N.mig[1], 3, &again);
+        assert_int_equal(again.code, TSR_DM_OK);
+        assert_string_equal(again.pod, NS "/mig");
+        assert_string_equal(again.visible, a.visible);
+        assert_int_equal(instances(N.mig[0], in), 1);
+        assert_int_equal(instances(N.mig[1], in), 0);
+        assert_int_equal(markers(), 1);
+        N.record_fail_every = 0;
+        assert_int_equal(tsr_dm_agent_sync(N.agent), 0);
+        assert_true(annotated("mig"));
+        drop_journal();
+}
+
 /* ---- concurrent ---------------------------------------------------------------------------- */
 
 /* xorshift64*: one deterministic sequence per thread. */
@@ -2401,6 +2672,11 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_annotation_past_the_gpus, setup, teardown),
             cmocka_unit_test_setup_teardown(test_annotation_overlapping, setup, teardown),
             cmocka_unit_test_setup_teardown(test_annotation_held_back_reuse, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_journal_survives_crash, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_journal_unwritable, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_journal_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_retry_served_again, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_retry_partition, setup, teardown),
             cmocka_unit_test_setup_teardown(test_streams, setup, teardown),
             cmocka_unit_test_setup_teardown(test_slice_isolation, setup, teardown),
             cmocka_unit_test_setup_teardown(test_concurrent_allocate, setup, teardown),
