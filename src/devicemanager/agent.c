@@ -804,10 +804,10 @@ static bool all_in(const char *const *want, size_t n_want, const char *const *ha
 }
 
 /*
- * For a retried Allocate the kubelet prepares (nobody waits, and tsr_dp_identify_retry names a
- * container whose grant's answer was lost): the granted IDs, when every one is offered and they
- * hold every must-include, so that the kubelet asks for exactly what was granted and Allocate
- * serves it again. Under mu. True with out[0..*n_out) pointing into available.
+ * For a retried Allocate the kubelet prepares (tsr_dp_identify_retry names a container whose
+ * grant's answer was lost, older than any container still waiting): the granted IDs, when every one
+ * is offered and they hold every must-include, so that the kubelet asks for exactly what was
+ * granted and Allocate serves it again. Under mu. True with out[0..*n_out) pointing into available.
  */
 static bool retry_preference(struct tsr_dm_agent *a, json_t *pods,
                              const struct tsr_dp_kubelet_view *kv, enum tsr_family f,
@@ -817,14 +817,15 @@ static bool retry_preference(struct tsr_dm_agent *a, json_t *pods,
         struct tsr_container_allocation *grant = malloc(sizeof(*grant));
         const char *ids[TSR_ALLOC_ACCELS_MAX];
         char resource[TSR_KEY_MAX], msg[256];
-        struct tsr_dp_identity id;
+        struct tsr_dp_identity id, again;
         bool ok = false;
 
         if (grant && kv && !tsr_dp_resource_name(&a->node, f, resource) &&
-            tsr_dp_identify(&a->node, pods, kv, resource, NULL, size, reserved_by, a, &id, msg,
-                            sizeof(msg)) &&
-            !tsr_dp_identify_retry(&a->node, pods, kv, resource, NULL, size, granted_by, a, &id,
+            !tsr_dp_identify_retry(&a->node, pods, kv, resource, NULL, size, granted_by, a, &again,
                                    grant) &&
+            (tsr_dp_identify(&a->node, pods, kv, resource, NULL, size, reserved_by, a, &id, msg,
+                             sizeof(msg)) ||
+             tsr_dp_pod_older(again.pod, id.pod)) &&
             grant->n_device_ids == size) {
                 for (size_t k = 0; k < grant->n_device_ids; k++)
                         ids[k] = grant->device_ids[k];
@@ -843,7 +844,7 @@ int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char
 {
         struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
         struct tsr_dp_kubelet_view *kv = NULL;
-        bool bound = f == TSR_FAMILY_EXCLUSIVE || f == TSR_FAMILY_SHARED || f == TSR_FAMILY_SLICED;
+        bool grants = f != TSR_FAMILY_VISIBILITY && f != TSR_FAMILY_NONE;
         bool again = false;
         int64_t units = 0;
         json_t *pods = NULL;
@@ -853,9 +854,9 @@ int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char
                 return TSR_ENOMEM;
         pthread_mutex_lock(&a->mu);
         rc = snapshot(a, &pods, NULL, ledger, NULL);
-        if (!rc && bound)
+        if (!rc && grants)
                 kv = kubelet_view(a);
-        if (!rc && bound && size <= TSR_ALLOC_ACCELS_MAX)
+        if (!rc && grants && size <= TSR_ALLOC_ACCELS_MAX)
                 again = retry_preference(a, pods, kv, f, available, n_avail, must, n_must, size,
                                          out, n_out);
         if (!rc && !again && f == TSR_FAMILY_SLICED)
@@ -1226,7 +1227,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
 {
         struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
         struct tsr_dp_kubelet_view *kv = NULL;
-        struct tsr_dp_identity id;
+        struct tsr_dp_identity id, again;
         struct tsr_dp_grant *g = malloc(sizeof(*g));
         struct tsr_container_allocation *prior = malloc(sizeof(*prior));
         char resource[TSR_KEY_MAX], uid[128] = "";
@@ -1234,7 +1235,7 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
         json_t *pods = NULL, *seen = NULL;
         unsigned long settled = 0;
         struct tsr_diag d;
-        bool granted = false, known = false, published = false, retry = false;
+        bool granted = false, known = false, published = false, retry = false, waiting;
 
         memset(out, 0, sizeof(*out));
         if (!ledger || !g || !prior || tsr_dp_resource_name(&a->node, f, resource))
@@ -1256,17 +1257,27 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 answer(out, TSR_DM_INTERNAL, "the node's ledger cannot be rebuilt: %s", d.msg);
                 goto unlock;
         }
+        if (!known) { /* an empty list would read as "nobody waits": say what failed */
+                answer(out, TSR_DM_UNAVAILABLE,
+                       "the Pods bound to this node could not be listed from the API server, so "
+                       "the container cannot be named; nothing is granted on a guess");
+                out->reason = "pods_unknown";
+                goto unlock;
+        }
         kv = kubelet_view(a);
-        if (tsr_dp_identify(&a->node, pods, kv, resource, ids, n_ids, reserved_by, a, &id,
-                            out->message, sizeof(out->message))) {
-                retry = kv && !tsr_dp_identify_retry(&a->node, pods, kv, resource, ids, n_ids,
-                                                     granted_by, a, &id, prior);
-                if (!retry) {
-                        out->code = TSR_DM_FAILED_PRECONDITION;
-                        out->reason = "unidentified";
-                        goto unlock;
-                }
+        waiting = !tsr_dp_identify(&a->node, pods, kv, resource, ids, n_ids, reserved_by, a, &id,
+                                   out->message, sizeof(out->message));
+        retry = kv &&
+                !tsr_dp_identify_retry(&a->node, pods, kv, resource, ids, n_ids, granted_by, a,
+                                       &again, prior) &&
+                (!waiting || tsr_dp_pod_older(again.pod, id.pod));
+        if (retry) {
+                id = again;
                 out->message[0] = '\0';
+        } else if (!waiting) {
+                out->code = TSR_DM_FAILED_PRECONDITION;
+                out->reason = "unidentified";
+                goto unlock;
         }
         snprintf(uid, sizeof(uid), "%s", str_at(id.pod, "metadata", "uid"));
         snprintf(out->pod, sizeof(out->pod), "%s/%s", str_at(id.pod, "metadata", "namespace"),
@@ -1363,6 +1374,9 @@ unlock:
                       out->message);
                 return;
         }
+        logf_(a, "debug", "Allocate of %zu %s device(s) (%s%s) %s container %s of Pod %s: %s",
+              n_ids, resource, ids[0], n_ids > 1 ? ", ..." : "",
+              retry ? "served again to" : "granted to", out->container, out->pod, out->visible);
         if (f != TSR_FAMILY_VISIBILITY && !retry) {
                 record(a, uid, seen, settled);
                 json_decref(seen);

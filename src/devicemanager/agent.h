@@ -44,8 +44,9 @@
  * reservations not yet recorded (a journal that does not decode fails it: nothing is served on a
  * guess); settling one rewrites the journal (best effort: a restart settles it again).
  * A retried Allocate (tsr_dp_identify_retry: with the kubelet's view, a container it lists without
- * devices of the resource that already holds a grant of it naming these IDs, any IDs for a
- * partition) is the kubelet asking again after the answer was lost in a crash: it is served again
+ * devices of the resource that already holds a grant of it naming exactly these IDs) is the
+ * kubelet asking again after the answer was lost in a crash (when a container still waits too, the
+ * older Pod's is the one being admitted): it is served again
  * from that grant (the same accelerators; a partition's MIG device read back from its marker and
  * checked live), charging and recording nothing new; GetPreferredAllocation offers such a
  * container its granted IDs, so that the kubelet asks for exactly those.
@@ -144,8 +145,8 @@ struct tsr_dm_answer {
         char container[64];
         /* When code is not OK: the refusal rule as a short stable code (a static string):
          * internal, unidentified, mixed_families, held_back, invalid_device, duplicate_device,
-         * no_capacity, marker_stale, no_profile, carve_failed, visibility, journal. NULL when
-         * granted. */
+         * no_capacity, marker_stale, no_profile, carve_failed, visibility, journal, pods_unknown.
+         * NULL when granted. */
         const char *reason;
         bool carved;       /* a MIG instance was created for this grant */
         bool carve_failed; /* creating a MIG instance failed (the backend's error) */

@@ -78,8 +78,7 @@ static bool annotated(json_t *pod, const char *container)
         return has;
 }
 
-/* Orders candidates: creation time, then namespace/name (RFC 3339 timestamps sort as text). */
-static bool older(json_t *a, json_t *b)
+bool tsr_dp_pod_older(json_t *a, json_t *b)
 {
         int c = strcmp(or_empty(str_at(a, "metadata", "creationTimestamp")),
                        or_empty(str_at(b, "metadata", "creationTimestamp")));
@@ -231,7 +230,7 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
                 if (!candidate_in(node, pod, kv, resource, n_ids, visibility, reserved, ctx, spec,
                                   &cand))
                         continue;
-                if (!best.pod || older(cand.pod, best.pod))
+                if (!best.pod || tsr_dp_pod_older(cand.pod, best.pod))
                         best = cand;
         }
         free(spec);
@@ -275,7 +274,7 @@ static bool grant_matches(const struct tsr_container_allocation *g, enum tsr_fam
         for (size_t x = 0; x < g->n; x++)
                 if (g->accels[x].mode != mode_of(f))
                         return false;
-        if (!ids || f == TSR_FAMILY_PARTITIONED)
+        if (!ids)
                 return true;
         for (size_t k = 0; k < g->n_device_ids; k++)
                 granted[k] = g->device_ids[k];
@@ -326,7 +325,7 @@ int tsr_dp_identify_retry(const struct tsr_dp_node *node, json_t *pods,
                 const char *name = str_at(pod, "metadata", "name");
 
                 if (!kv || !servable(pod, spec) || !kubelet_lists(kv, ns, name) ||
-                    (best.pod && !older(pod, best.pod)))
+                    (best.pod && !tsr_dp_pod_older(pod, best.pod)))
                         continue;
                 for (size_t c = 0; c < spec->req.n; c++) {
                         const struct tsr_container_req *cr = &spec->req.c[c];

@@ -74,6 +74,10 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
                     const char *const *ids, size_t n_ids, tsr_dp_reserved_fn reserved, void *ctx,
                     struct tsr_dp_identity *out, char *msg, size_t len);
 
+/* Whether Pod a comes before Pod b in the order containers are named in:
+ * metadata.creationTimestamp, then namespace, then name (the order the kubelet admits Pods in). */
+bool tsr_dp_pod_older(json_t *a, json_t *b);
+
 /*
  * A retried Allocate: the kubelet asks again for a container whose first answer it never got (the
  * plugin died between making the grant and answering). Among the Pods the kubelet lists (kv is
@@ -81,10 +85,13 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
  * oldest container that requests resource with n_ids tokens, that the kubelet lists holding none
  * of it, and that already holds a grant of the resource's family -- the caller's reservation
  * (granted), else its entry in the Pod's allocation annotation -- whose device IDs are exactly ids
- * (ids NULL: any). A partition's tokens name no card (the allocator picks the GPU), so there any
- * n_ids IDs match. Returns 0 with *out and the grant in *grant, or TSR_ENOTFOUND (TSR_ENOMEM).
+ * (ids NULL: any). Exactly, for a partition too (its tokens name no card): the IDs are all that
+ * tells one lost answer from another, and serving one container another's grant would hand a
+ * device to two. Returns 0 with *out and the grant in *grant, or TSR_ENOTFOUND (TSR_ENOMEM).
  * The caller serves the grant again and charges nothing new: tsr_dp_identify never names such a
  * container, so a lost answer otherwise fails the retry and strands the grant until the Pod goes.
+ * When tsr_dp_identify names a waiting container too, the older Pod's is the one the kubelet is
+ * admitting (tsr_dp_pod_older; a tie goes to the waiting one).
  */
 int tsr_dp_identify_retry(const struct tsr_dp_node *node, json_t *pods,
                           const struct tsr_dp_kubelet_view *kv, const char *resource,

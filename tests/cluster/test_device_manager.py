@@ -49,17 +49,13 @@ check is skipped.
 """
 import copy
 import glob
-import http.client
-import http.server
 import json
 import os
 import re
-import ssl
 import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -67,6 +63,7 @@ import yaml  # noqa: E402
 
 import chart  # noqa: E402
 from controlplane import ROOT, ApiError, ControlPlane, eventually  # noqa: E402
+from api_proxy import Recorder  # noqa: E402
 from daemons import VGPU_HOST_DIR, VGPU_STAND_IN, DeviceManager  # noqa: E402
 from kubelet import PEERS, KubeletNode, kubelet_go_binary  # noqa: E402
 from tap import Tap  # noqa: E402
@@ -93,88 +90,6 @@ ok = t.ok
 
 
 # ---- the device manager's identity and its requests ----------------------------------------------
-
-class Recorder:
-    """A TLS proxy in front of the API server that records every request: (method, path, request
-    body, HTTP status, the server's Warning headers). It serves the control plane's webhook
-    certificate (signed by the CA the kubeconfig trusts, for 127.0.0.1) and passes the client's
-    Authorization on, so the server sees the device manager's own identity."""
-
-    def __init__(self, cp):
-        self.cp, self.calls, self.lock = cp, [], threading.Lock()
-        upstream = urllib.parse.urlsplit(cp.url)
-        client_ctx = ssl.create_default_context(cafile=cp.ca)
-        recorder = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _forward(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(n) if n else None
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("host", "connection", "accept-encoding",
-                                                "content-length", "expect")}
-                conn = http.client.HTTPSConnection(upstream.hostname, upstream.port,
-                                                   context=client_ctx, timeout=60)
-                try:
-                    conn.request(self.command, self.path, body=body, headers=headers)
-                    r = conn.getresponse()
-                    data = r.read()
-                    status, rheaders = r.status, r.getheaders()
-                finally:
-                    conn.close()
-                try:
-                    sent = json.loads(body) if body else None
-                except ValueError:
-                    sent = body.decode(errors="replace")
-                with recorder.lock:
-                    recorder.calls.append({
-                        "method": self.command, "path": self.path, "body": sent,
-                        "status": status,
-                        "content_type": self.headers.get("Content-Type"),
-                        "warnings": [v for k, v in rheaders if k.lower() == "warning"],
-                        "answer": data[:400].decode(errors="replace") if status >= 300 else ""})
-                self.send_response(status)
-                for k, v in rheaders:
-                    if k.lower() not in ("transfer-encoding", "content-length", "connection"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _forward
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cp.webhook_cert, cp.webhook_key)
-        ctx.set_alpn_protocols(["http/1.1"])
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def kubeconfig(self, name, token):
-        """A kubeconfig for token whose server is this proxy."""
-        path = self.cp.write_kubeconfig(name, token=token)
-        with open(path) as f:
-            cfg = json.load(f)
-        cfg["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:%d" % self.port
-        with open(path, "w") as f:
-            json.dump(cfg, f, indent=1)
-        return path
-
-    def snapshot(self):
-        with self.lock:
-            return list(self.calls)
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
 
 def template(path):
     """A request path with the node's and Pods' names folded, for the report."""

@@ -108,6 +108,7 @@ class Kubelet:
                                      bufsize=1)
         self.replies = {}
         self.cv = threading.Condition()
+        self.wlock = threading.Lock()
         self.next_id = 0
         first = self.proc.stdout.readline()
         self.ready = json.loads(first) if first else {}
@@ -124,8 +125,9 @@ class Kubelet:
         with self.cv:
             self.next_id += 1
             rid = self.next_id
-        self.proc.stdin.write(json.dumps(dict(args, id=rid, cmd=cmd)) + "\n")
-        self.proc.stdin.flush()
+        with self.wlock:    # one whole line at a time, whichever thread calls
+            self.proc.stdin.write(json.dumps(dict(args, id=rid, cmd=cmd)) + "\n")
+            self.proc.stdin.flush()
         deadline = time.monotonic() + wait
         with self.cv:
             while rid not in self.replies:

@@ -59,7 +59,10 @@ with a line-oriented JSON control protocol (the same one tests/peers/grpc-js/kub
   wait_update     {resource, after, timeout=10}     until updates > after (RES.updates)         -> {resource: RES}
   wait_disconnected {resource, timeout=10}          until its ListAndWatch stream has ended     -> {resource: RES}
   allocate {resource, size | device_ids, reuse=[], namespace="default", pod, container="main",
-            publish="after"|"before"|"none"}
+            publish="after"|"before"|"none", concurrent=false}
+      (concurrent: not behind the admission lock, so Allocates of different resources reach the
+       plugin at once, which the real kubelet, admitting one pod at a time, never does; two of one
+       resource at once may select the same device, so a caller keeps those apart)
       -> ok: {devices, preferred_request: {available, must_include, size} | null, preferred: [..] | null,
               response: {envs, mounts, devices, annotations, cdi_devices}, pre_start: bool}
       -> not ok: {stage: "select"|"GetPreferredAllocation"|"Allocate"|"PreStartContainer", code, details}
@@ -419,9 +422,11 @@ class FakeKubelet:
 
     # ---- allocation (§2.2 item 6) ----------------------------------------------------------------
     def allocate(self, resource, size=None, device_ids=None, reuse=(), namespace="default", pod=None,
-                 container="main", publish="after"):
+                 container="main", publish="after", concurrent=False):
         if publish not in ("after", "before", "none"):
             raise ValueError("publish must be after, before or none")
+        if concurrent:              # several admissions at once: a plugin must not rely on one
+            return self._allocate(resource, size, device_ids, list(reuse), namespace, pod, container, publish)
         with self.alloc_lock:       # the kubelet admits one pod at a time
             return self._allocate(resource, size, device_ids, list(reuse), namespace, pod, container, publish)
 

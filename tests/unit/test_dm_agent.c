@@ -2129,8 +2129,12 @@ static void test_retry_partition(void **state)
         assert_int_equal(a.code, TSR_DM_OK);
         assert_false(annotated("mig"));
         crash_and_restart();
-        /* the retry names another partition token (they name no card): the same instance */
+        /* another partition token is not that grant's (the IDs alone tell lost answers apart) */
         allocate_one(TSR_FAMILY_PARTITIONED, N.mig[1], 3, &again);
+        assert_int_equal(again.code, TSR_DM_FAILED_PRECONDITION);
+        assert_string_equal(again.reason, "unidentified");
+        /* the same token: the same instance, served again */
+        allocate_one(TSR_FAMILY_PARTITIONED, N.mig[0], 0, &again);
         assert_int_equal(again.code, TSR_DM_OK);
         assert_string_equal(again.pod, NS "/mig");
         assert_string_equal(again.visible, a.visible);
