@@ -3,20 +3,13 @@
  * pass, so that of threads racing at the same instant exactly one writes.
  */
 #include "base/log_limit.h"
+#include "base/timespec.h"
 
 #include <time.h>
 
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 bool tsr_log_limit_pass(struct tsr_log_limit *l, unsigned long *held)
 {
-        int64_t now = now_ms(), next = atomic_load(&l->next_ms);
+        int64_t now = tsr_monotonic_ms(), next = atomic_load(&l->next_ms);
 
         if (now < next ||
             !atomic_compare_exchange_strong(&l->next_ms, &next, now + (int64_t)l->every_ms)) {

@@ -28,3 +28,11 @@ bool tsr_timespec_reached(const struct timespec *now, const struct timespec *dea
         return now->tv_sec > deadline->tv_sec ||
                (now->tv_sec == deadline->tv_sec && now->tv_nsec >= deadline->tv_nsec);
 }
+
+int64_t tsr_monotonic_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

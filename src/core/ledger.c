@@ -6,6 +6,22 @@
 #include "base/diag.h"
 #include "base/err.h"
 
+enum tsr_mode tsr_mode_of_family(enum tsr_family f)
+{
+        switch (f) {
+        case TSR_FAMILY_EXCLUSIVE:
+                return TSR_MODE_EXCLUSIVE;
+        case TSR_FAMILY_SHARED:
+                return TSR_MODE_SHARED;
+        case TSR_FAMILY_SLICED:
+                return TSR_MODE_SLICED;
+        case TSR_FAMILY_PARTITIONED:
+                return TSR_MODE_PARTITIONED;
+        default:
+                return TSR_MODE_NONE;
+        }
+}
+
 const char *tsr_mode_name(enum tsr_mode m)
 {
         switch (m) {

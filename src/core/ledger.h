@@ -20,6 +20,7 @@
 
 #include "core/capability.h"
 #include "core/geometry.h"
+#include "core/keys.h"
 
 struct tsr_diag;
 
@@ -34,6 +35,10 @@ enum tsr_mode {
 
 /* Returns "None", "Exclusive", "Shared", "Sliced" or "Partitioned". */
 const char *tsr_mode_name(enum tsr_mode m);
+
+/* The mode a grant of family f charges: TSR_MODE_NONE for visibility (it charges nothing) and
+ * TSR_FAMILY_NONE. */
+enum tsr_mode tsr_mode_of_family(enum tsr_family f);
 
 /* One accelerator's charge by one container of one Pod. */
 struct tsr_alloc_record {

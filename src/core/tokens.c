@@ -9,21 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The ledger mode a family's tokens charge; a card held in another one makes them unhealthy. */
-static enum tsr_mode mode_of(enum tsr_family f)
-{
-        switch (f) {
-        case TSR_FAMILY_EXCLUSIVE:
-                return TSR_MODE_EXCLUSIVE;
-        case TSR_FAMILY_SHARED:
-                return TSR_MODE_SHARED;
-        case TSR_FAMILY_SLICED:
-                return TSR_MODE_SLICED;
-        default:
-                return TSR_MODE_NONE;
-        }
-}
-
 unsigned tsr_tokens_count(enum tsr_family f, const struct tsr_accel_cap *cap,
                           const struct tsr_accel_ledger *l, unsigned *healthy)
 {
@@ -39,7 +24,7 @@ unsigned tsr_tokens_count(enum tsr_family f, const struct tsr_accel_cap *cap,
                 total = f == TSR_FAMILY_EXCLUSIVE ? 1
                         : f == TSR_FAMILY_SHARED  ? TSR_SHARES_PER_ACCEL
                                                   : cap->slice_slots;
-                ok = l->mode == TSR_MODE_NONE || l->mode == mode_of(f);
+                ok = l->mode == TSR_MODE_NONE || l->mode == tsr_mode_of_family(f);
                 break;
         case TSR_FAMILY_PARTITIONED:
                 if (cap->partitioned)

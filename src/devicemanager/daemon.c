@@ -184,14 +184,6 @@ static void reclaim(struct tsr_dm_daemon *d)
         tsr_dm_metrics_reclaim(d->metrics, st.destroyed, st.in_use);
 }
 
-static int64_t now_ms(void)
-{
-        struct timespec now;
-
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-}
-
 /* Every Allocate answer (a gRPC handler thread, the node lock released): counted, and a refusal
  * queued as an Event on its Pod (the node when none was named). */
 static void allocated(void *ctx, enum tsr_family f, const struct tsr_dm_answer *ans)
@@ -208,7 +200,7 @@ static void allocated(void *ctx, enum tsr_family f, const struct tsr_dm_answer *
                  ans->message);
         tsr_dm_events_emit(d->events, ans->pod, "Warning",
                            ans->carve_failed ? "MIGCarveFailed" : "AllocationRefused", msg,
-                           now_ms());
+                           tsr_monotonic_ms());
 }
 
 /* Events' post (their worker thread). */
@@ -330,7 +322,7 @@ static void recovered(struct tsr_dm_daemon *d, const struct tsr_mig_recovery *re
                  "MIG recovery: %u ownership markers, %u naming an instance that is gone, %u "
                  "corrupt; %u instances no marker names",
                  rec->markers, rec->stale, rec->corrupt, rec->orphans);
-        tsr_dm_events_emit(d->events, NULL, "Normal", "RebootRecovered", msg, now_ms());
+        tsr_dm_events_emit(d->events, NULL, "Normal", "RebootRecovered", msg, tsr_monotonic_ms());
 }
 
 /* ---- start and stop ------------------------------------------------------------------------- */

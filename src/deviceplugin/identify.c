@@ -246,33 +246,16 @@ int tsr_dp_identify(const struct tsr_dp_node *node, json_t *pods,
         return 0;
 }
 
-/* The mode a grant of family f charges. */
-static enum tsr_mode mode_of(enum tsr_family f)
-{
-        switch (f) {
-        case TSR_FAMILY_EXCLUSIVE:
-                return TSR_MODE_EXCLUSIVE;
-        case TSR_FAMILY_SHARED:
-                return TSR_MODE_SHARED;
-        case TSR_FAMILY_SLICED:
-                return TSR_MODE_SLICED;
-        case TSR_FAMILY_PARTITIONED:
-                return TSR_MODE_PARTITIONED;
-        default:
-                return TSR_MODE_NONE;
-        }
-}
-
 /* Whether g, a grant of container, is one of family f naming ids[0..n_ids) (see the header). */
 static bool grant_matches(const struct tsr_container_allocation *g, enum tsr_family f,
                           const char *const *ids, size_t n_ids)
 {
         const char *granted[TSR_ALLOC_ACCELS_MAX];
 
-        if (!g->n || mode_of(f) == TSR_MODE_NONE)
+        if (!g->n || tsr_mode_of_family(f) == TSR_MODE_NONE)
                 return false;
         for (size_t x = 0; x < g->n; x++)
-                if (g->accels[x].mode != mode_of(f))
+                if (g->accels[x].mode != tsr_mode_of_family(f))
                         return false;
         if (!ids)
                 return true;

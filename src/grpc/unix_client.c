@@ -8,6 +8,7 @@
 #include "grpc/unix_client.h"
 
 #include "base/err.h"
+#include "base/timespec.h"
 #include "grpc/client.h"
 
 #include <errno.h>
@@ -28,14 +29,6 @@ struct tsr_grpc_unix_stream {
         size_t queue_off;
         int err; /* TSR_ENOMEM met while queueing */
 };
-
-static long long now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int dial(const char *path)
 {
@@ -87,7 +80,7 @@ static void drive(struct tsr_grpc_unix_stream *s, long long deadline, bool stop_
                 if (s->out.len)
                         p.events |= POLLOUT;
                 if (deadline >= 0) {
-                        timeout = (int)(deadline - now_ms());
+                        timeout = (int)(deadline - tsr_monotonic_ms());
                         if (timeout <= 0)
                                 return;
                 }
@@ -172,7 +165,7 @@ int tsr_grpc_unix_call(const char *socket_path, const char *method, const uint8_
                 return 0;
         if (rc)
                 return rc;
-        drive(s, timeout_ms > 0 ? now_ms() + timeout_ms : -1, false);
+        drive(s, timeout_ms > 0 ? tsr_monotonic_ms() + timeout_ms : -1, false);
         if (!tsr_grpc_call_done(s->call))
                 tsr_grpc_call_cancel(s->call, TSR_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
         *st = *tsr_grpc_call_status(s->call);
@@ -196,7 +189,7 @@ int tsr_grpc_unix_stream_next(struct tsr_grpc_unix_stream *s, int timeout_ms, st
                               struct tsr_grpc_status *st)
 {
         if (s->queue_off == s->queue.len)
-                drive(s, timeout_ms >= 0 ? now_ms() + timeout_ms : -1, true);
+                drive(s, timeout_ms >= 0 ? tsr_monotonic_ms() + timeout_ms : -1, true);
         if (s->err)
                 return s->err;
         if (s->queue_off < s->queue.len) {

@@ -12,6 +12,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "base/timespec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,14 +60,6 @@ static void ring(void *ctx)
                 return;
 }
 
-static long long now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Writes what it can of out without blocking; drops what was written. Returns -1 on error. */
 static int flush_some(int fd, struct tsr_buf *out)
 {
@@ -102,7 +95,7 @@ static void serve(struct conn *c, struct tsr_grpc_server_conn *h)
                 if (out.len)
                         p[0].events |= POLLOUT;
                 if (stopping) {
-                        timeout = (int)(deadline - now_ms());
+                        timeout = (int)(deadline - tsr_monotonic_ms());
                         if (timeout <= 0)
                                 break;
                 }
@@ -116,7 +109,7 @@ static void serve(struct conn *c, struct tsr_grpc_server_conn *h)
                 }
                 if (!stopping && (p[2].revents & POLLIN)) {
                         stopping = true;
-                        deadline = now_ms() + SHUTDOWN_GRACE_MS;
+                        deadline = tsr_monotonic_ms() + SHUTDOWN_GRACE_MS;
                         tsr_grpc_server_conn_shutdown(h);
                 }
                 if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {

@@ -48,6 +48,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,14 +153,6 @@ struct tsr_kube_cache {
 
 /* ---- time --------------------------------------------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static struct timespec deadline_in(int64_t ms)
 {
         struct timespec ts;
@@ -258,7 +251,7 @@ static void set_stale(struct watcher *w, bool stale)
 
         pthread_rwlock_wrlock(&c->lock);
         if (stale && !w->st.stale)
-                w->stale_since_ms = now_ms();
+                w->stale_since_ms = tsr_monotonic_ms();
         if (!stale)
                 w->stale_since_ms = 0;
         w->st.stale = stale;
@@ -287,7 +280,7 @@ static void note_error(struct watcher *w, const struct tsr_diag *diag, const cha
         pthread_rwlock_wrlock(&w->c->lock);
         snprintf(w->st.last_error, sizeof(w->st.last_error), "%s", diag->msg);
         if (!w->failing_since_ms)
-                w->failing_since_ms = now_ms();
+                w->failing_since_ms = tsr_monotonic_ms();
         pthread_rwlock_unlock(&w->c->lock);
         if (!tsr_log_limit_pass(&w->log, &held))
                 return;
@@ -316,7 +309,7 @@ static void healthy(struct watcher *w)
 static void progressed(struct watcher *w)
 {
         pthread_rwlock_wrlock(&w->c->lock);
-        w->progress_ms = now_ms();
+        w->progress_ms = tsr_monotonic_ms();
         pthread_rwlock_unlock(&w->c->lock);
 }
 
@@ -372,7 +365,7 @@ static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *re
         w->st.synced = true;
         w->st.stale = false;
         w->stale_since_ms = 0;
-        w->progress_ms = now_ms();
+        w->progress_ms = tsr_monotonic_ms();
         w->st.objects = json_object_size(map);
         pthread_rwlock_unlock(&c->lock);
         json_decref(list);
@@ -466,7 +459,7 @@ static int on_event(void *arg, const struct tsr_kube_event *ev)
         }
         if (!rc) {
                 set_rv(w, ev->resource_version);
-                w->progress_ms = now_ms();
+                w->progress_ms = tsr_monotonic_ms();
                 w->failing_since_ms = 0; /* an event or bookmark: the watch works */
         }
         w->st.objects = json_object_size(w->objects);
@@ -523,14 +516,14 @@ static void *watcher_main(void *arg)
                 pthread_rwlock_wrlock(&c->lock);
                 w->st.watches++;
                 pthread_rwlock_unlock(&c->lock);
-                t0 = now_ms();
+                t0 = tsr_monotonic_ms();
                 watching(w, t0);
                 rc = tsr_kube_client_watch(c->client, w->path, &wo, on_event, &x, &res, &diag);
                 if (stopping(c))
                         break;
                 watching(w, 0);
                 /* Events, or a watch that lasted: the failing run is over. */
-                if (res.events || (rc == 0 && now_ms() - t0 >= SHORT_WATCH_MS))
+                if (res.events || (rc == 0 && tsr_monotonic_ms() - t0 >= SHORT_WATCH_MS))
                         healthy(w);
                 if (res.events)
                         failures = gone_run = 0;
@@ -559,7 +552,7 @@ static void *watcher_main(void *arg)
                         set_stale(w, true);
                         need_list = true;
                 }
-                if (rc == 0 && (res.events || now_ms() - t0 >= SHORT_WATCH_MS))
+                if (rc == 0 && (res.events || tsr_monotonic_ms() - t0 >= SHORT_WATCH_MS))
                         continue;
                 if (rc == STOP_ERROR)
                         diag = x.diag;
@@ -695,7 +688,8 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
                 if (r == TSR_KUBE_CACHE_PODS && (c->watched & TSR_KUBE_CACHE_BIT(r)))
                         snprintf(w->field_selector, sizeof(w->field_selector), NODE_SELECTOR "%s",
                                  c->opts.pods_node);
-                w->rng = ((uint64_t)now_ms() << 8) ^ (0x9E3779B97F4A7C15ull * (uint64_t)(r + 1));
+                w->rng = ((uint64_t)tsr_monotonic_ms() << 8) ^
+                         (0x9E3779B97F4A7C15ull * (uint64_t)(r + 1));
                 w->log = (struct tsr_log_limit)TSR_LOG_LIMIT_INIT(LOG_EVERY_MS);
                 w->objects = json_object();
                 if (!w->objects || tsr_kube_cancel_init(&w->cancel))
@@ -959,7 +953,7 @@ json_t *tsr_kube_cache_instancetype_by_entrance(struct tsr_kube_cache *c, const 
  */
 static double seconds_failing(const struct watcher *w)
 {
-        int64_t now = now_ms();
+        int64_t now = tsr_monotonic_ms();
 
         if (!w->failing_since_ms ||
             (w->watch_began_ms && now - w->watch_began_ms >= SHORT_WATCH_MS))
@@ -977,52 +971,67 @@ void tsr_kube_cache_stats(struct tsr_kube_cache *c, enum tsr_kube_cache_resource
         pthread_rwlock_rdlock(&c->lock);
         *out = c->w[r].st;
         out->seconds_since_progress =
-            c->w[r].progress_ms ? (double)(now_ms() - c->w[r].progress_ms) / 1e3 : -1;
+            c->w[r].progress_ms ? (double)(tsr_monotonic_ms() - c->w[r].progress_ms) / 1e3 : -1;
         out->seconds_failing = seconds_failing(&c->w[r]);
-        out->seconds_stale =
-            c->w[r].stale_since_ms ? (double)(now_ms() - c->w[r].stale_since_ms) / 1e3 : 0;
+        out->seconds_stale = c->w[r].stale_since_ms
+                                 ? (double)(tsr_monotonic_ms() - c->w[r].stale_since_ms) / 1e3
+                                 : 0;
         pthread_rwlock_unlock(&c->lock);
 }
 
 int tsr_kube_cache_render_metrics(struct tsr_kube_cache *c, struct tsr_buf *out)
 {
+        /* Each series reads one field of struct tsr_kube_cache_stats: a counter (unsigned long)
+         * or a gauge of seconds (double). */
         static const struct {
                 const char *name, *type, *help;
+                size_t field;
         } series[] = {
-            {"lists_total", "counter", "Completed lists."},
-            {"relists_gone_total", "counter", "Lists caused by a 410 Gone."},
-            {"requests_total", "counter", "Watch requests started."},
-            {"failures_total", "counter", "Watches ended by an error."},
-            {"events_total", "counter", "Watch events applied."},
+            {"lists_total", "counter", "Completed lists.",
+             offsetof(struct tsr_kube_cache_stats, lists)},
+            {"relists_gone_total", "counter", "Lists caused by a 410 Gone.",
+             offsetof(struct tsr_kube_cache_stats, relists_gone)},
+            {"requests_total", "counter", "Watch requests started.",
+             offsetof(struct tsr_kube_cache_stats, watches)},
+            {"failures_total", "counter", "Watches ended by an error.",
+             offsetof(struct tsr_kube_cache_stats, watch_failures)},
+            {"events_total", "counter", "Watch events applied.",
+             offsetof(struct tsr_kube_cache_stats, events)},
             {"failing_seconds", "gauge",
-             "How long its lists and watches have kept failing (0: healthy)."},
+             "How long its lists and watches have kept failing (0: healthy).",
+             offsetof(struct tsr_kube_cache_stats, seconds_failing)},
             {"progress_age_seconds", "gauge",
-             "Seconds since the last list, event, bookmark or accepted watch (-1: never)."},
+             "Seconds since the last list, event, bookmark or accepted watch (-1: never).",
+             offsetof(struct tsr_kube_cache_stats, seconds_since_progress)},
         };
         int rc = 0;
 
         for (size_t k = 0; !rc && k < sizeof(series) / sizeof(series[0]); k++) {
+                bool counter = !strcmp(series[k].type, "counter");
+
                 rc = tsr_buf_addf(
                     out, "# HELP tessera_kube_watch_%s %s\n# TYPE tessera_kube_watch_%s %s\n",
                     series[k].name, series[k].help, series[k].name, series[k].type);
                 for (int r = 0; !rc && r < TSR_KUBE_CACHE_N_RESOURCES; r++) {
                         struct tsr_kube_cache_stats st;
+                        const char *at = (const char *)&st + series[k].field;
+                        unsigned long n;
                         double v;
 
                         if (!(c->watched & TSR_KUBE_CACHE_BIT(r)))
                                 continue;
                         tsr_kube_cache_stats(c, (enum tsr_kube_cache_resource)r, &st);
-                        v = k == 0   ? (double)st.lists
-                            : k == 1 ? (double)st.relists_gone
-                            : k == 2 ? (double)st.watches
-                            : k == 3 ? (double)st.watch_failures
-                            : k == 4 ? (double)st.events
-                            : k == 5 ? st.seconds_failing
-                                     : st.seconds_since_progress;
-                        rc = tsr_buf_addf(out,
-                                          k < 5 ? "tessera_kube_watch_%s{resource=\"%s\"} %.0f\n"
-                                                : "tessera_kube_watch_%s{resource=\"%s\"} %.3f\n",
-                                          series[k].name, resources[r].name, v);
+                        if (counter) {
+                                memcpy(&n, at, sizeof(n));
+                                rc = tsr_buf_addf(out,
+                                                  "tessera_kube_watch_%s{resource=\"%s\"} %lu\n",
+                                                  series[k].name, resources[r].name, n);
+                        } else {
+                                memcpy(&v, at, sizeof(v));
+                                rc = tsr_buf_addf(out,
+                                                  "tessera_kube_watch_%s{resource=\"%s\"} %.3f\n",
+                                                  series[k].name, resources[r].name, v);
+                        }
                 }
         }
         return rc ? TSR_ENOMEM : 0;

@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/log_limit.h"
+#include "base/timespec.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -71,14 +72,6 @@ struct tsr_conn_guard {
         _Atomic int64_t body_refused_ms; /* the last body refusal (monotonic), 0 if none */
         struct tsr_log_limit refusal_log[N_REFUSALS], cut_log[N_CUTS], body_log;
 };
-
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* addr's address as 16 bytes (IPv4 mapped into IPv6); false for another family. */
 static bool client_of(const struct sockaddr *addr, unsigned char out[16])
@@ -194,7 +187,7 @@ struct tsr_conn_slot *tsr_conn_guard_opened(struct tsr_conn_guard *g, int fd,
                 if (!client_of(addr, slot->client))
                         memset(slot->client, 0, sizeof(slot->client));
                 slot->phase = PHASE_FIRST;
-                slot->since_ms = now_ms();
+                slot->since_ms = tsr_monotonic_ms();
                 g->open++;
         }
         pthread_mutex_unlock(&g->mu);
@@ -221,7 +214,7 @@ static void enter(struct tsr_conn_guard *g, struct tsr_conn_slot *slot, enum pha
                 return;
         pthread_mutex_lock(&g->mu);
         slot->phase = phase;
-        slot->since_ms = now_ms();
+        slot->since_ms = tsr_monotonic_ms();
         pthread_mutex_unlock(&g->mu);
 }
 
@@ -243,7 +236,7 @@ bool tsr_conn_guard_body_reserve(struct tsr_conn_guard *g, size_t n)
                 return true;
         atomic_fetch_sub(&g->body_bytes, n);
         atomic_fetch_add(&g->body_refusals, 1);
-        atomic_store(&g->body_refused_ms, now_ms());
+        atomic_store(&g->body_refused_ms, tsr_monotonic_ms());
         log_limited(&g->body_log, "review refused", "reason", "body_memory", "");
         return false;
 }
@@ -276,7 +269,7 @@ static int64_t allowance_ms(const struct tsr_conn_guard *g, const struct tsr_con
 /* One pass: every connection past its allowance is cut. Called with the mutex held. */
 static void reap(struct tsr_conn_guard *g)
 {
-        int64_t now = now_ms();
+        int64_t now = tsr_monotonic_ms();
         bool pressure = (uint64_t)(g->open - g->cut) * 10 >= (uint64_t)g->cfg.max_connections * 9;
 
         for (size_t i = 0; i < g->n_slots; i++) {
@@ -407,7 +400,7 @@ bool tsr_conn_guard_exhausted(struct tsr_conn_guard *g, char *why, size_t why_le
          */
         refused_ms = atomic_load(&g->body_refused_ms);
         if (body + g->cfg.max_body > g->cfg.body_memory ||
-            (refused_ms && now_ms() - refused_ms < BODY_REFUSED_RECENT_MS)) {
+            (refused_ms && tsr_monotonic_ms() - refused_ms < BODY_REFUSED_RECENT_MS)) {
                 snprintf(why, why_len,
                          "the review memory budget is exhausted: %zu of %zu bytes held, bodies "
                          "refused for want of room",

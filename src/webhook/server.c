@@ -14,6 +14,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/log_limit.h"
+#include "base/timespec.h"
 #include "base/version.h"
 #include "webhook/conn_guard.h"
 #include "webhook/metrics.h"
@@ -690,14 +691,6 @@ static void sleep_ms(unsigned ms)
         nanosleep(&ts, NULL);
 }
 
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static unsigned open_connections(const struct listener *l)
 {
         const union MHD_DaemonInfo *info =
@@ -745,7 +738,7 @@ void tsr_webhook_server_stop(struct tsr_webhook_server *s, unsigned delay_ms, un
          * or at the deadline. Reviews in flight are answered first; connections still queued on
          * the listening socket are taken in and answered too.
          */
-        deadline = now_ms() + grace_ms;
+        deadline = tsr_monotonic_ms() + grace_ms;
         do {
                 /* An adopted connection reaches the count on its worker's next turn. */
                 unsigned adopted = fd != MHD_INVALID_SOCKET ? adopt_queued(s, fd) : 0;
@@ -753,7 +746,7 @@ void tsr_webhook_server_stop(struct tsr_webhook_server *s, unsigned delay_ms, un
                 if (!adopted && !atomic_load(&s->in_flight) && !open_connections(&s->webhooks))
                         break;
                 sleep_ms(10);
-        } while (now_ms() < deadline);
+        } while (tsr_monotonic_ms() < deadline);
         if (atomic_load(&s->in_flight) > 0)
                 tsr_log(TSR_LOG_WARN, "shutdown grace ended with reviews in flight", NULL);
         server_free(s);

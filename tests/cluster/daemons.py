@@ -8,6 +8,7 @@ for its Lease in gpustack-system, probes on an ephemeral port).
 Each keeps its stderr lines (find() searches them) and stops with SIGTERM, then SIGKILL.
 """
 import copy
+import json
 import os
 import re
 import signal
@@ -169,3 +170,18 @@ class Controller(Daemon):
         if not line:
             raise RuntimeError("tessera controller did not start:\n" + self.log())
         self.probe_port = int(re.search(r" probe_port=(\d+)", line).group(1))
+
+
+def gpu_state(d):
+    """The fake GPUs' state file (--fake-state) of the node directory d, as the device manager
+    last wrote it."""
+    with open(os.path.join(d, "gpus.json")) as f:
+        return json.load(f)
+
+
+def markers(d):
+    """Every MIG ownership marker file under the node directory d's pods directory."""
+    found = []
+    for root, _, files in os.walk(os.path.join(d, "pods")):
+        found += [os.path.join(root, f) for f in files if f.startswith("nvidia-mig-")]
+    return found

@@ -64,7 +64,7 @@ import yaml  # noqa: E402
 import chart  # noqa: E402
 from controlplane import ROOT, ApiError, ControlPlane, eventually  # noqa: E402
 from api_proxy import Recorder  # noqa: E402
-from daemons import VGPU_HOST_DIR, VGPU_STAND_IN, DeviceManager  # noqa: E402
+from daemons import VGPU_HOST_DIR, VGPU_STAND_IN, DeviceManager, gpu_state, markers  # noqa: E402
 from kubelet import PEERS, KubeletNode, kubelet_go_binary  # noqa: E402
 from tap import Tap  # noqa: E402
 
@@ -262,18 +262,6 @@ def installed(dm):
 
 def resource(kubelet, family):
     return kubelet.call("state")["resources"].get(RES[family], {})
-
-
-def gpu_state(d):
-    with open(os.path.join(d, "gpus.json")) as f:
-        return json.load(f)
-
-
-def markers(d):
-    found = []
-    for root, _, files in os.walk(os.path.join(d, "pods")):
-        found += [os.path.join(root, f) for f in files if f.startswith("nvidia-mig-")]
-    return found
 
 
 def eventually_value(pred, timeout=10.0):

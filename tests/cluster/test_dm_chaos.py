@@ -58,7 +58,7 @@ import yaml  # noqa: E402
 import chart  # noqa: E402
 from api_proxy import Recorder  # noqa: E402
 from controlplane import ROOT, ApiError, eventually  # noqa: E402
-from daemons import DeviceManager  # noqa: E402
+from daemons import DeviceManager, gpu_state, markers  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
@@ -208,18 +208,6 @@ def cut_off(reply):
 
 def visible(reply):
     return [v for v in reply["response"]["envs"].get("NVIDIA_VISIBLE_DEVICES", "").split(",") if v]
-
-
-def gpu_state(d):
-    with open(os.path.join(d, "gpus.json")) as f:
-        return json.load(f)
-
-
-def markers(d):
-    found = []
-    for root, _, files in os.walk(os.path.join(d, "pods")):
-        found += [os.path.join(root, f) for f in files if f.startswith("nvidia-mig-")]
-    return found
 
 
 def journal(d):
