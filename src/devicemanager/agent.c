@@ -845,7 +845,7 @@ int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char
         struct tsr_accel_ledger *ledger = malloc(a->node.n * sizeof(*ledger));
         struct tsr_dp_kubelet_view *kv = NULL;
         bool grants = f != TSR_FAMILY_VISIBILITY && f != TSR_FAMILY_NONE;
-        bool again = false;
+        bool again = false, known = false;
         int64_t units = 0;
         json_t *pods = NULL;
         int rc;
@@ -853,7 +853,9 @@ int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char
         if (!ledger)
                 return TSR_ENOMEM;
         pthread_mutex_lock(&a->mu);
-        rc = snapshot(a, &pods, NULL, ledger, NULL);
+        rc = snapshot(a, &pods, &known, ledger, NULL);
+        if (!rc && grants && !known) /* the retried container unknown: no preference on a guess */
+                rc = TSR_EIO;
         if (!rc && grants)
                 kv = kubelet_view(a);
         if (!rc && grants && size <= TSR_ALLOC_ACCELS_MAX)
@@ -1271,6 +1273,26 @@ void tsr_dm_agent_allocate(struct tsr_dm_agent *a, enum tsr_family f, const char
                 !tsr_dp_identify_retry(&a->node, pods, kv, resource, ids, n_ids, granted_by, a,
                                        &again, prior) &&
                 (!waiting || tsr_dp_pod_older(again.pod, id.pod));
+        if (!retry && kv &&
+            !tsr_dp_identify_retry(&a->node, pods, kv, resource, NULL, n_ids, granted_by, a, &again,
+                                   prior) &&
+            (!waiting || tsr_dp_pod_older(again.pod, id.pod))) {
+                /* the kubelet admits oldest first: this is the granted container asking again,
+                 * for other devices; given to a younger one it would be granted twice */
+                answer(out, TSR_DM_FAILED_PRECONDITION,
+                       "container %s of Pod %s/%s was granted %.100s%s before a restart lost the "
+                       "answer, and is asked again for other devices (%.100s%s): refused, so "
+                       "that nothing is granted twice; deleting the Pod releases its grant",
+                       again.container, str_at(again.pod, "metadata", "namespace"),
+                       str_at(again.pod, "metadata", "name"), prior->device_ids[0],
+                       prior->n_device_ids > 1 ? ", ..." : "", ids[0], n_ids > 1 ? ", ..." : "");
+                out->reason = "retry_mismatch";
+                snprintf(out->pod, sizeof(out->pod), "%s/%s",
+                         str_at(again.pod, "metadata", "namespace"),
+                         str_at(again.pod, "metadata", "name"));
+                snprintf(out->container, sizeof(out->container), "%s", again.container);
+                goto unlock;
+        }
         if (retry) {
                 id = again;
                 out->message[0] = '\0';

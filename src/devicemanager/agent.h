@@ -49,7 +49,10 @@
  * older Pod's is the one being admitted): it is served again
  * from that grant (the same accelerators; a partition's MIG device read back from its marker and
  * checked live), charging and recording nothing new; GetPreferredAllocation offers such a
- * container its granted IDs, so that the kubelet asks for exactly those.
+ * container its granted IDs, so that the kubelet asks for exactly those. When that container is
+ * the one being admitted but the IDs differ from its grant, the Allocate is refused
+ * (FAILED_PRECONDITION, reason retry_mismatch): naming a younger container instead would grant
+ * the devices to one Pod while the kubelet gives them to another.
  * Then, outside the lock, the allocation annotation is recorded on the Pod through the caller's
  * record function; a failed record is retried by tsr_dm_agent_sync. Every change that can move a
  * device list calls the subscribers (outside the lock), which read the device view.
@@ -222,6 +225,8 @@ int tsr_dm_agent_devices(struct tsr_dm_agent *a, enum tsr_family f, struct tsr_d
  * that still fits it. When nobody can be named, by the smallest slice still waiting on the node
  * (tsr_dp_smallest_pending), so no card that cannot hold any waiting slice is preferred; with no
  * slice waiting, the most-occupied card with a free slot (any units). Advisory: Allocate decides.
+ * A granting family's preference needs the Pods (a retried container is offered exactly what it
+ * was granted): TSR_EIO when they could not be listed, nothing offered.
  */
 int tsr_dm_agent_preferred(struct tsr_dm_agent *a, enum tsr_family f, const char *const *available,
                            size_t n_avail, const char *const *must, size_t n_must, unsigned size,

@@ -88,9 +88,16 @@ static void detect_note(void *arg, unsigned gpu, const char *msg)
 
 /* ---- the API server ------------------------------------------------------------------------- */
 
-/* The Pods bound to the node, fresh from the API server (a new array), or NULL on failure. */
+/*
+ * The Pods bound to the node, fresh from the API server (a new array), or NULL when POD_LIST_TRIES
+ * lists in a row failed. The agent calls it under its lock for every Allocate and preference, and
+ * a Pod list unknown refuses the Allocate (the kubelet then fails the Pod): one API server error
+ * is retried after a short pause rather than costing a user's Pod.
+ */
+#define POD_LIST_TRIES 3
 static json_t *pods_now(void *ctx)
 {
+        static const long pause_ms[POD_LIST_TRIES - 1] = {20, 80};
         struct tsr_dm_daemon *d = ctx;
         char selector[300];
         struct tsr_kube_list_opts lo = {0};
@@ -100,10 +107,17 @@ static json_t *pods_now(void *ctx)
         snprintf(selector, sizeof(selector), "spec.nodeName=%s", d->node);
         lo.field_selector = selector;
         lo.limit = 500;
-        tsr_diag_clear(&diag);
-        if (tsr_kube_client_list_all(d->cfg.client, "/api/v1/pods", &lo, &list, NULL, &diag)) {
-                tsr_log(TSR_LOG_WARN, "listing the node's Pods failed", "error", diag.msg, NULL);
-                return NULL;
+        for (int attempt = 0;; attempt++) {
+                tsr_diag_clear(&diag);
+                if (!tsr_kube_client_list_all(d->cfg.client, "/api/v1/pods", &lo, &list, NULL,
+                                              &diag))
+                        break;
+                if (attempt == POD_LIST_TRIES - 1) {
+                        tsr_log(TSR_LOG_WARN, "listing the node's Pods failed", "error", diag.msg,
+                                NULL);
+                        return NULL;
+                }
+                nanosleep(&(struct timespec){0, pause_ms[attempt] * 1000000L}, NULL);
         }
         items = json_incref(json_object_get(list, "items"));
         json_decref(list);

@@ -321,7 +321,13 @@ static int preferred(void *user, const uint8_t *req, size_t len, struct tsr_buf 
         }
         if (!cr || !crp)
                 rc = TSR_ENOMEM;
-        if (!rc) {
+        if (rc == TSR_EIO) {
+                set_status(st, TSR_DM_UNAVAILABLE,
+                           "the Pods bound to this node could not be listed from the API server, "
+                           "so the container asking cannot be named; no preference is given on a "
+                           "guess");
+                rc = 0;
+        } else if (!rc) {
                 out.n_container_responses = n_in;
                 out.container_responses = crp;
                 rc = packed(&out.base, resp);

@@ -141,6 +141,7 @@ struct node {
         unsigned record_lag_us, record_fail_every;
         atomic_uint records, record_failures;
         atomic_uint pods_reads; /* calls of the pods callback */
+        bool pods_unlisted;     /* the pods callback fails (the API server is unreachable) */
         pthread_mutex_t mu;     /* guards pods and n_pods */
         struct pod pods[PODS_MAX];
         size_t n_pods;
@@ -340,6 +341,10 @@ static json_t *pods_cb(void *ctx)
         json_t *arr = json_array();
 
         atomic_fetch_add(&n->pods_reads, 1);
+        if (n->pods_unlisted) {
+                json_decref(arr);
+                return NULL;
+        }
         pthread_mutex_lock(&n->mu);
         for (size_t i = 0; i < n->n_pods; i++)
                 if (n->pods[i].obj)
@@ -2098,10 +2103,11 @@ static void test_retry_served_again(void **state)
         assert_string_equal(a.visible, N.caps[N.bound[0]].uuid);
         assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
         assert_int_equal(ledger[N.bound[0]].allocated, TSR_UNITS_PER_ACCEL);
-        /* other IDs are not that grant: refused, nothing granted */
+        /* other IDs, the kubelet still listing it waiting: that container asking again for
+         * other devices, refused, nothing granted */
         tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, other, 1, &a);
         assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
-        assert_string_equal(a.reason, "unidentified");
+        assert_string_equal(a.reason, "retry_mismatch");
         /* once the kubelet lists the container holding its device, it is no retry */
         snprintf(N.held_pod, sizeof(N.held_pod), "lost");
         N.held_resource = "nvidia.com/gpu";
@@ -2112,6 +2118,67 @@ static void test_retry_served_again(void **state)
         assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
         assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
         assert_int_equal(ledger[N.bound[2]].mode, TSR_MODE_NONE);
+}
+
+/*
+ * A container whose answer a crash lost, asked again for other devices while a younger one waits:
+ * the kubelet admits oldest first, so the Allocate is the granted container's. Naming the younger
+ * one would grant it devices the kubelet gives the older: refused, nothing granted, and the
+ * younger one is served once the older has its answer. A preference with the Pods unknown cannot
+ * name the retried container: nothing is offered.
+ */
+static void test_retry_other_ids(void **state)
+{
+        char t[3][TSR_TOKEN_ID_MAX];
+        const char *ids[1] = {token(t[0], TSR_FAMILY_EXCLUSIVE, N.bound[0], 0)};
+        const char *other[1] = {token(t[1], TSR_FAMILY_EXCLUSIVE, N.bound[1], 0)};
+        const char *avail[2] = {other[0], ids[0]}, *pref[1];
+        struct tsr_accel_ledger ledger[GPUS];
+        struct tsr_dm_answer a;
+        size_t n = 0;
+
+        (void)state;
+        use_journal();
+        N.kubelet_lists_all = true;
+        add_pod(&N, "lost", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+        N.record_fail_every = 1; /* the answer and the annotation both lost: the journal has it */
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        crash_and_restart();
+        add_pod(&N, "young", TSR_FAMILY_EXCLUSIVE, limits_of(TSR_FAMILY_EXCLUSIVE, 1, NULL, 0),
+                "Pending");
+
+        N.pods_unlisted = true;
+        assert_int_equal(
+            tsr_dm_agent_preferred(N.agent, TSR_FAMILY_EXCLUSIVE, avail, 2, NULL, 0, 1, pref, &n),
+            TSR_EIO);
+        N.pods_unlisted = false;
+
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, other, 1, &a);
+        assert_int_equal(a.code, TSR_DM_FAILED_PRECONDITION);
+        assert_string_equal(a.reason, "retry_mismatch");
+        assert_string_equal(a.pod, NS "/lost");
+        assert_non_null(strstr(a.message, ids[0]));
+        assert_int_equal(tsr_dm_agent_ledger(N.agent, ledger, NULL), 0);
+        assert_int_equal(ledger[N.bound[1]].mode, TSR_MODE_NONE);
+        assert_false(annotated("young"));
+
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, ids, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_string_equal(a.pod, NS "/lost");
+        snprintf(N.held_pod, sizeof(N.held_pod), "lost");
+        N.held_resource = "nvidia.com/gpu";
+        N.held_ids[0] = ids[0];
+        N.n_held_ids = 1;
+        N.record_fail_every = 0;
+        tsr_dm_agent_allocate(N.agent, TSR_FAMILY_EXCLUSIVE, other, 1, &a);
+        assert_int_equal(a.code, TSR_DM_OK);
+        assert_string_equal(a.pod, NS "/young");
+        assert_int_equal(tsr_dm_agent_sync(N.agent), 0);
+        assert_true(annotated("lost"));
+        assert_true(annotated("young"));
+        drop_journal();
 }
 
 static void test_retry_partition(void **state)
@@ -2129,10 +2196,11 @@ static void test_retry_partition(void **state)
         assert_int_equal(a.code, TSR_DM_OK);
         assert_false(annotated("mig"));
         crash_and_restart();
-        /* another partition token is not that grant's (the IDs alone tell lost answers apart) */
+        /* another partition token is not that grant's: the container asked again for other
+         * devices is refused, nothing carved */
         allocate_one(TSR_FAMILY_PARTITIONED, N.mig[1], 3, &again);
         assert_int_equal(again.code, TSR_DM_FAILED_PRECONDITION);
-        assert_string_equal(again.reason, "unidentified");
+        assert_string_equal(again.reason, "retry_mismatch");
         /* the same token: the same instance, served again */
         allocate_one(TSR_FAMILY_PARTITIONED, N.mig[0], 0, &again);
         assert_int_equal(again.code, TSR_DM_OK);
@@ -2680,6 +2748,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_journal_unwritable, setup, teardown),
             cmocka_unit_test_setup_teardown(test_journal_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_retry_served_again, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_retry_other_ids, setup, teardown),
             cmocka_unit_test_setup_teardown(test_retry_partition, setup, teardown),
             cmocka_unit_test_setup_teardown(test_streams, setup, teardown),
             cmocka_unit_test_setup_teardown(test_slice_isolation, setup, teardown),
