@@ -1,6 +1,16 @@
-"""names.py - the upstream names the suites compute the way the operator does
-(spec/upstream-behavior.md §9): the entrance LocalQueue of a ClusterQueue,
+"""names.py - the upstream names the suites use: the NVIDIA device-plugin resource of each family
+and the allocation annotation (spec/upstream-behavior.md §1, §8), and the one they compute the way
+the operator does (§9): the entrance LocalQueue of a ClusterQueue,
 `gpustack-fnv64-<FNV-1a-64 of the ClusterQueue name, 16 hex digits>`."""
+
+NVIDIA_RESOURCES = {
+    "exclusive": "nvidia.com/gpu",
+    "shared": "nvidia.com/gpu.shared",
+    "sliced": "nvidia.com/gpu.sliced",
+    "partitioned": "nvidia.com/gpu.partitioned",
+    "visibility": "device.gpustack.ai/nvidia.visibility",
+}
+ALLOC_ANNOTATION = "device.gpustack.ai/accelerator.allocated"
 
 
 def fnv1a64(text):

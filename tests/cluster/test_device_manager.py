@@ -62,24 +62,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import yaml  # noqa: E402
 
 import chart  # noqa: E402
-from controlplane import ROOT, ApiError, ControlPlane, eventually  # noqa: E402
 from api_proxy import Recorder  # noqa: E402
+from controlplane import ROOT, ApiError, ControlPlane, eventually  # noqa: E402
 from daemons import VGPU_HOST_DIR, VGPU_STAND_IN, DeviceManager, gpu_state, markers  # noqa: E402
 from kubelet import PEERS, KubeletNode, kubelet_go_binary  # noqa: E402
+from names import ALLOC_ANNOTATION, NVIDIA_RESOURCES  # noqa: E402
 from tap import Tap  # noqa: E402
 
 NODE = "node-a"
 NS = "team-a"
 GROUP = "h100-80gb-hbm3"  # the product's groupId, as token IDs carry it
 FAKE = "NVIDIA H100 80GB HBM3:8:11100000"
-RES = {
-    "exclusive": "nvidia.com/gpu",
-    "shared": "nvidia.com/gpu.shared",
-    "sliced": "nvidia.com/gpu.sliced",
-    "partitioned": "nvidia.com/gpu.partitioned",
-    "visibility": "device.gpustack.ai/nvidia.visibility",
-}
-ALLOC = "device.gpustack.ai/accelerator.allocated"
+RES = NVIDIA_RESOURCES
+ALLOC = ALLOC_ANNOTATION
 CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml")))
 DEVICES = "/apis/worker.gpustack.ai/v1alpha1/devices"
 RESTARTED = "the kubelet restarted"

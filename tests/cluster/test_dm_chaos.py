@@ -60,6 +60,7 @@ from api_proxy import Recorder  # noqa: E402
 from controlplane import ROOT, ApiError, eventually  # noqa: E402
 from daemons import DeviceManager, gpu_state, markers  # noqa: E402
 from kubelet import KubeletNode  # noqa: E402
+from names import ALLOC_ANNOTATION, NVIDIA_RESOURCES  # noqa: E402
 from tap import Tap, on_control_plane  # noqa: E402
 
 NODE = "node-a"
@@ -67,14 +68,8 @@ NS = "team-a"
 FAKE = "NVIDIA H100 80GB HBM3:8:11100000"
 UNITS = 1600000  # TSR_UNITS_PER_ACCEL: a card's units (10 shares of 160,000)
 SHARES = 10
-RES = {
-    "exclusive": "nvidia.com/gpu",
-    "shared": "nvidia.com/gpu.shared",
-    "sliced": "nvidia.com/gpu.sliced",
-    "partitioned": "nvidia.com/gpu.partitioned",
-    "visibility": "device.gpustack.ai/nvidia.visibility",
-}
-ALLOC = "device.gpustack.ai/accelerator.allocated"
+RES = NVIDIA_RESOURCES
+ALLOC = ALLOC_ANNOTATION
 CRDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "chart", "tessera", "files", "crds", "*.yaml")))
 FAMILIES = ("exclusive", "shared", "sliced", "partitioned")
 PROFILES = {"1g.10gb": (200000, 1), "2g.20gb": (400000, 2)}  # units, memory slices
