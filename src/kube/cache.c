@@ -9,7 +9,10 @@
  * after a capped exponential backoff with jitter. A watch the server ends cleanly is resumed at
  * once. A 401 or 403 also sends the watcher back to list (after the backoff), and a 410, 401 or 403
  * marks the resource stale (c->stale, st.stale) until that list completes: the map is kept and
- * still served, but it is known to miss changes (tsr_kube_cache_current).
+ * still served, but it is known to miss changes (tsr_kube_cache_current). A watch silent for
+ * opts.watch_stall_s (libcurl's low-speed limit: no byte at all, bookmarks included) is a stall:
+ * counted, logged, the resource stale until the next event, bookmark or list, and the watch
+ * resumed at once from the resume point (history is not lost, so no list is needed).
  *
  * Health: every failure (a list or watch error, a 410) is logged, at most once per resource every
  * 10 s with the number held back, and counted; the stats carry when the resource last made
@@ -58,6 +61,7 @@
 #define DEFAULT_BACKOFF_INITIAL_MS 500u
 #define DEFAULT_BACKOFF_MAX_MS     30000u
 #define DEFAULT_WATCH_TIMEOUT_S    300L
+#define DEFAULT_WATCH_STALL_S      150L /* 2.5 x the watch cache's bookmark a minute */
 #define DEFAULT_PAGE_LIMIT         500L
 #define SHORT_WATCH_MS             1000 /* a clean end sooner than this without events is a failure */
 #define LOG_EVERY_MS               10000
@@ -135,6 +139,8 @@ struct watcher {
                                            guarded by c->lock, as the two below */
         int64_t watch_began_ms;         /* when the watch in flight began, 0 if none */
         int64_t stale_since_ms;         /* when it became stale, 0 while current */
+        bool stale_from_stall;          /* stale because its watch stalled, until the next
+                                           event, bookmark or list; the watcher thread's */
         struct tsr_log_limit log;       /* failures' log lines */
 };
 
@@ -466,6 +472,10 @@ static int on_event(void *arg, const struct tsr_kube_event *ev)
         pthread_rwlock_unlock(&w->c->lock);
         if (rc)
                 tsr_diag_set(&x->diag, TSR_ENOMEM, "watch %s: out of memory", resources[w->r].name);
+        if (!rc && w->stale_from_stall) { /* the watch delivers again */
+                w->stale_from_stall = false;
+                set_stale(w, false);
+        }
         if (changed)
                 notify(w);
         return rc;
@@ -512,6 +522,7 @@ static void *watcher_main(void *arg)
                 wo.resource_version = w->rv;
                 wo.timeout_s = c->opts.watch_timeout_s;
                 wo.bookmarks = true;
+                wo.stall_s = c->opts.watch_stall_s;
                 wo.cancel = &w->cancel;
                 pthread_rwlock_wrlock(&c->lock);
                 w->st.watches++;
@@ -527,8 +538,19 @@ static void *watcher_main(void *arg)
                         healthy(w);
                 if (res.events)
                         failures = gone_run = 0;
-                if (res.http == 200)
+                if (res.http == 200 && !res.stalled)
                         progressed(w); /* the server took the watch */
+                /* Silence past the bookmarks' pace: a half-open connection or a wedged server. */
+                if (res.stalled) {
+                        pthread_rwlock_wrlock(&c->lock);
+                        w->st.stalls++;
+                        w->st.watch_failures++;
+                        pthread_rwlock_unlock(&c->lock);
+                        set_stale(w, true);
+                        w->stale_from_stall = true;
+                        note_error(w, &diag, "watch again from the resume point", TSR_LOG_WARN);
+                        continue; /* the stall itself waited stall_s */
+                }
                 if (rc == STOP_GONE || res.http == 410) {
                         set_stale(w, true);
                         need_list = gone = true;
@@ -642,6 +664,8 @@ int tsr_kube_cache_new_opts(struct tsr_kube_client *client, const struct tsr_kub
                 c->opts.backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
         if (c->opts.backoff_max_ms < c->opts.backoff_initial_ms)
                 c->opts.backoff_max_ms = c->opts.backoff_initial_ms;
+        if (c->opts.watch_stall_s <= 0)
+                c->opts.watch_stall_s = DEFAULT_WATCH_STALL_S;
         if (c->opts.watch_timeout_s <= 0)
                 c->opts.watch_timeout_s = DEFAULT_WATCH_TIMEOUT_S;
         if (c->opts.page_limit <= 0)
@@ -997,6 +1021,13 @@ int tsr_kube_cache_render_metrics(struct tsr_kube_cache *c, struct tsr_buf *out)
              offsetof(struct tsr_kube_cache_stats, watch_failures)},
             {"events_total", "counter", "Watch events applied.",
              offsetof(struct tsr_kube_cache_stats, events)},
+            {"stalls_total", "counter",
+             "Watches ended because nothing came (no event, no bookmark) for the stall limit.",
+             offsetof(struct tsr_kube_cache_stats, stalls)},
+            {"stale_seconds", "gauge",
+             "How long it has been stale: a 410, 401 or 403 not yet listed past, or a stalled "
+             "watch not yet delivering again (0: current).",
+             offsetof(struct tsr_kube_cache_stats, seconds_stale)},
             {"failing_seconds", "gauge",
              "How long its lists and watches have kept failing (0: healthy).",
              offsetof(struct tsr_kube_cache_stats, seconds_failing)},

@@ -24,7 +24,11 @@
  * back to list by a 410 (its history is gone: what it missed is unknown) or by a 401 or 403 (its
  * credentials were refused: it has seen nothing since) is stale until that list completes: it
  * keeps serving what it held (tsr_kube_cache_synced stays true), but tsr_kube_cache_current is
- * false, for a caller that must not act on a view known to be incomplete. Readers take a
+ * false, for a caller that must not act on a view known to be incomplete. A watch that brings
+ * nothing for opts.watch_stall_s (no event and no BOOKMARK: the API server's watch cache sends
+ * one a minute, so silence that long is a half-open connection or a wedged server or proxy) is
+ * cut, logged and counted as a stall and resumed at once from the resume point; the resource is
+ * stale from the stall until its next event, bookmark or list. Readers take a
  * shared lock; a reader receives its own reference to an object, valid after the cache moves on
  * (objects are never modified in place, only replaced). An optional change callback
  * (opts.on_change) runs on the resource's watcher thread, outside every lock of the cache, after
@@ -69,7 +73,8 @@ bool tsr_kube_cache_synced(struct tsr_kube_cache *c);
 
 /*
  * True when tsr_kube_cache_synced is and no watched required resource is stale (sent back to
- * list by a 410, 401 or 403 and not listed since): what the controller writes from.
+ * list by a 410, 401 or 403 and not listed since, or stalled and not delivering since): what the
+ * controller writes from.
  */
 bool tsr_kube_cache_current(struct tsr_kube_cache *c);
 
@@ -184,6 +189,8 @@ struct tsr_kube_cache_opts {
         unsigned backoff_initial_ms;    /* 500 */
         unsigned backoff_max_ms;        /* 30000 */
         long watch_timeout_s;           /* 300: timeoutSeconds of each watch (the server ends it) */
+        long watch_stall_s;             /* 150: a watch that brings nothing (no event, no
+                                           bookmark) this long is stalled: cut and resumed */
         long page_limit;                /* 500: list page size */
         const char *settings_namespace; /* "gpustack-system": where the Settings are read */
         unsigned resources;             /* TSR_KUBE_CACHE_BIT mask; 0: the webhook's set */
@@ -212,19 +219,21 @@ struct tsr_kube_cache_stats {
         unsigned long watch_failures;  /* watches ended by an error: dropped, 401, 5xx, ERROR */
         unsigned long events;          /* ADDED, MODIFIED and DELETED events applied */
         unsigned long bookmarks;       /* BOOKMARK events */
+        unsigned long stalls;          /* watches cut after watch_stall_s of silence */
         size_t objects;                /* objects held now */
         bool synced;                   /* the first list completed */
-        bool stale;                    /* a 410, 401 or 403 since the last list (it lists again) */
+        bool stale;                    /* a 410, 401 or 403 since the last list (it lists again),
+                                          or a stall since the last event, bookmark or list */
         bool optional;                 /* not needed for tsr_kube_cache_synced (the Settings) */
         double seconds_since_progress; /* since the last list, event, bookmark or watch the
                                           server took; -1 before the first list */
         double seconds_failing;        /* how long its lists and watches have kept failing
                                           (410s, refusals, errors), until an event arrives or
                                           a watch lasts a second; 0 while healthy */
-        double seconds_stale;          /* how long it has been stale (a 410, 401 or 403 its
-                                          list has not got past yet); 0 while current */
-        char resource_version[64];     /* the resume point: the last list, event or bookmark's */
-        char last_error[512];          /* the last failure's message, "" if none yet */
+        double seconds_stale;      /* how long it has been stale (a stall, or a 410, 401 or 403 its
+                                      list has not got past yet); 0 while current */
+        char resource_version[64]; /* the resume point: the last list, event or bookmark's */
+        char last_error[512];      /* the last failure's message, "" if none yet */
 };
 
 /* Copies resource r's counters into *out (a consistent snapshot). */
@@ -238,6 +247,8 @@ void tsr_kube_cache_stats(struct tsr_kube_cache *c, enum tsr_kube_cache_resource
  *   tessera_kube_watch_requests_total{resource}        watch requests started
  *   tessera_kube_watch_failures_total{resource}        watches ended by an error
  *   tessera_kube_watch_events_total{resource}          events applied
+ *   tessera_kube_watch_stalls_total{resource}          watches cut after watch_stall_s of silence
+ *   tessera_kube_watch_stale_seconds{resource}         how long it has been stale (0: current)
  *   tessera_kube_watch_failing_seconds{resource}       how long it has kept failing (0: healthy)
  *   tessera_kube_watch_progress_age_seconds{resource}  since its last progress (-1: never)
  * 0, or TSR_ENOMEM.

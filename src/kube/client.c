@@ -28,6 +28,7 @@
 #define DEFAULT_MAX_BODY           ((size_t)256 << 20)
 #define TOKEN_FILE_MAX             ((size_t)64 << 10)
 #define WATCH_TIMEOUT_MARGIN_S     30L
+#define STALL_SLACK_MS             1000L /* a stall ends this much before the overall deadline */
 #define LIST_PAGES_MAX             10000 /* 5,000,000 objects at the cache's 500 a page */
 #define CONTINUE_SEEN              8     /* a loop of up to this many pages is caught at once */
 
@@ -407,7 +408,22 @@ struct request {
         size_t body_len;
         struct tsr_kube_cancel *cancel;
         long timeout_ms; /* 0: none */
+        long stall_s;    /* > 0: this long without a byte ends it (res->stalled) */
 };
+
+/*
+ * Whether h timed out on rq's stall limit rather than its overall timeout: both are curl's
+ * OPERATION_TIMEDOUT, but the stall comes well before the overall deadline.
+ */
+static bool stalled(CURL *h, const struct request *rq, CURLcode cc)
+{
+        curl_off_t us = 0;
+
+        if (cc != CURLE_OPERATION_TIMEDOUT || rq->stall_s <= 0)
+                return false;
+        curl_easy_getinfo(h, CURLINFO_TOTAL_TIME_T, &us);
+        return !rq->timeout_ms || us / 1000 + STALL_SLACK_MS < rq->timeout_ms;
+}
 
 /*
  * Runs one request into t (initialised by the caller). Returns 0 for a 2xx, else the mapped
@@ -428,6 +444,7 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
 
         res->http = 0;
         res->retry_after_s = 0;
+        res->stalled = false;
         t->h = curl_easy_init();
         if (!t->h)
                 return tsr_diag_set(diag, TSR_ENOMEM, "kube client: out of memory");
@@ -486,6 +503,10 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
         curl_easy_setopt(t->h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
         curl_easy_setopt(t->h, CURLOPT_TIMEOUT_MS, rq->timeout_ms);
         curl_easy_setopt(t->h, CURLOPT_TCP_KEEPALIVE, 1L);
+        if (rq->stall_s > 0) { /* under 1 byte/s for stall_s: nothing came at all */
+                curl_easy_setopt(t->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+                curl_easy_setopt(t->h, CURLOPT_LOW_SPEED_TIME, rq->stall_s);
+        }
         curl_easy_setopt(t->h, CURLOPT_USERAGENT, c->user_agent);
         curl_easy_setopt(t->h, CURLOPT_HTTPHEADER, hdrs);
         curl_easy_setopt(t->h, CURLOPT_ACCEPT_ENCODING, "");
@@ -537,6 +558,12 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
                                   rq->method, path_len(rq->path), rq->path, t->body.max - 1);
         } else if (http >= 300 || (http && http < 200)) {
                 rc = http_error(rq->method, rq->path, http, &t->body, diag);
+        } else if (stalled(t->h, rq, cc)) {
+                res->stalled = true;
+                rc = tsr_diag_set(diag, TSR_EIO,
+                                  "%s %.*s: stalled: nothing received for %ld s (no event, no "
+                                  "bookmark)",
+                                  rq->method, path_len(rq->path), rq->path, rq->stall_s);
         } else if (cc != CURLE_OK) {
                 rc = tsr_diag_set(diag, TSR_EIO, "%s %.*s: %s", rq->method, path_len(rq->path),
                                   rq->path, errbuf[0] ? errbuf : curl_easy_strerror(cc));
@@ -560,8 +587,8 @@ int tsr_kube_client_request(struct tsr_kube_client *c, const char *method, const
                             struct tsr_kube_cancel *cancel, json_t **out,
                             struct tsr_kube_result *res, struct tsr_diag *diag)
 {
-        struct request rq = {method,   path,   content_type,         body,
-                             body_len, cancel, c->request_timeout_ms};
+        struct request rq = {method,   path,   content_type,          body,
+                             body_len, cancel, c->request_timeout_ms, 0};
         struct tsr_kube_result local;
         struct transfer t;
         json_error_t jerr;
@@ -830,7 +857,8 @@ int tsr_kube_client_watch(struct tsr_kube_client *c, const char *path,
             NULL,
             0,
             opts->cancel,
-            opts->timeout_s > 0 ? (opts->timeout_s + WATCH_TIMEOUT_MARGIN_S) * 1000L : 0};
+            opts->timeout_s > 0 ? (opts->timeout_s + WATCH_TIMEOUT_MARGIN_S) * 1000L : 0,
+            opts->stall_s};
         rc = run(c, &rq, &t, res, diag);
         res->events = stream.events;
         if (!rc)

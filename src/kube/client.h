@@ -42,6 +42,7 @@ struct tsr_kube_result {
         long http;          /* HTTP status, 0 when no response came */
         long retry_after_s; /* a 429's or 503's Retry-After in seconds, else 0 */
         size_t events;      /* watch: events delivered */
+        bool stalled;       /* watch: ended by stall_s of silence */
 };
 
 /*
@@ -143,6 +144,8 @@ struct tsr_kube_watch_opts {
         const char *resource_version; /* the list's, or the last event's or bookmark's */
         long timeout_s;               /* timeoutSeconds: the server ends the watch cleanly */
         bool bookmarks;               /* allowWatchBookmarks=true */
+        long stall_s;                 /* > 0: this long without a byte (an event, a bookmark, the
+                                         reply's headers) ends the watch as stalled */
         size_t max_event;             /* 0: TSR_KUBE_EVENT_MAX */
         struct tsr_kube_cancel *cancel;
 };
@@ -151,9 +154,10 @@ struct tsr_kube_watch_opts {
  * Watches the collection at path: a streaming GET (watch=1) whose events go to fn(ctx, ev) in
  * order (watch_stream.h); blocks until the stream ends. Returns 0 when the server ended the
  * stream cleanly; fn's non-zero return (the stream is closed); TSR_EIO when the connection broke
- * (a dropped watch), timed out (timeout_s plus a margin) or cancel fired (res->http is then the
- * watch's 200 if it had started); TSR_EPARSE when the body is malformed; or the errors of
- * tsr_kube_client_request for a non-2xx reply (HTTP 410: TSR_ESTALE, res->http 410).
+ * (a dropped watch), timed out (timeout_s plus a margin), stalled (stall_s without a byte:
+ * res->stalled) or cancel fired (res->http is then the watch's 200 if it had started); TSR_EPARSE
+ * when the body is malformed; or the errors of tsr_kube_client_request for a non-2xx reply (HTTP
+ * 410: TSR_ESTALE, res->http 410).
  */
 int tsr_kube_client_watch(struct tsr_kube_client *c, const char *path,
                           const struct tsr_kube_watch_opts *opts, tsr_kube_event_fn fn, void *ctx,

@@ -37,6 +37,9 @@
  *   failures           injected 500s on re-watch are retried with backoff until they pass
  *   410 every watch    relisted at once, then with backoff (a bounded rate), stale meanwhile,
  *                      the watch metrics rendered; recovers when the watches answer
+ *   stalled watch      a watch silent past the stall limit (muted: no event, no bookmark) and a
+ *                      watch request held unanswered are cut, counted and logged; the resource
+ *                      is stale until the watch delivers again, resumed without a list
  *   404 later          injected 404s after the first list keep what the cache holds
  *   token rotation     the fake stops accepting the old token and the watches are cut: the 401s
  *                      are retried (the cache stale, not current, until it lists again), and
@@ -905,11 +908,19 @@ static bool cache_has_cq(struct tsr_kube_cache *c, const char *name)
         return cq != NULL;
 }
 
-static bool cache_healthy(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r)
+static struct tsr_kube_cache_stats stats_of(struct tsr_kube_cache *c,
+                                            enum tsr_kube_cache_resource r)
 {
         struct tsr_kube_cache_stats st;
 
         tsr_kube_cache_stats(c, r, &st);
+        return st;
+}
+
+static bool cache_healthy(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r)
+{
+        struct tsr_kube_cache_stats st = stats_of(c, r);
+
         return !st.stale && st.seconds_failing == 0;
 }
 
@@ -955,6 +966,72 @@ static void test_gone_every_watch_backs_off(void **state)
         create_cq(&FW, "cq-after-410s");
         EVENTUALLY(cache_has_cq(c, "cq-after-410s"), "the watcher recovers once watches answer");
         EVENTUALLY(cache_healthy(c, cq), "current, and healthy once its watch lasts");
+        tsr_kube_cache_free(c);
+}
+
+/*
+ * A watch that brings nothing, not even the bookmarks a real watch cache sends a minute (here
+ * every 0.2 s), is cut after the stall limit (1 s here; 150 s by default) instead of the watch's
+ * timeout plus a margin: counted, logged as the last error, the resource stale (not current)
+ * until the watch delivers again, which it does from the resume point without a list; held back
+ * events arrive. A watch request the server holds unanswered stalls the same way.
+ */
+static void test_stalled_watch(void **state)
+{
+        struct tsr_kube_cache_opts o = {.backoff_initial_ms = 20,
+                                        .backoff_max_ms = 200,
+                                        .watch_timeout_s = 30,
+                                        .watch_stall_s = 1,
+                                        .resources =
+                                            TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_CLUSTERQUEUES)};
+        enum tsr_kube_cache_resource cq = TSR_KUBE_CACHE_CLUSTERQUEUES;
+        struct tsr_kube_cache_stats s0, st;
+        struct tsr_buf m = TSR_BUF_INIT;
+        struct tsr_kube_cache *c;
+        struct tsr_diag diag;
+
+        (void)state;
+        tsr_diag_clear(&diag);
+        assert_int_equal(tsr_kube_cache_new_opts(FW.client, &o, &c, &diag), 0);
+        assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
+        sleep_ms(1500); /* bookmarks keep a quiet watch alive past the stall limit */
+        tsr_kube_cache_stats(c, cq, &s0);
+        assert_int_equal(s0.stalls, 0);
+        assert_true(tsr_kube_cache_current(c));
+
+        /* Connected, its headers sent, then silence. */
+        json_decref(fake_control(&F, "mute", "{\"muted\":true,\"match\":\"clusterqueues\"}"));
+        create_cq(&FW, "cq-muted");
+        EVENTUALLY(stats_of(c, cq).stalls >= 1, "the silent watch is cut as stalled");
+        tsr_kube_cache_stats(c, cq, &st);
+        assert_true(st.stale);
+        assert_false(tsr_kube_cache_current(c));
+        assert_true(tsr_kube_cache_synced(c)); /* it serves what it held */
+        assert_non_null(strstr(st.last_error, "stalled: nothing received for 1 s"));
+        assert_false(cache_has_cq(c, "cq-muted"));
+        assert_int_equal(tsr_kube_cache_render_metrics(c, &m), 0);
+        assert_non_null(
+            strstr(m.ptr, "tessera_kube_watch_stalls_total{resource=\"clusterqueues\"} "));
+        assert_null(strstr(m.ptr, "tessera_kube_watch_stale_seconds{resource=\"clusterqueues\"} "
+                                  "0.000"));
+        tsr_buf_release(&m);
+        json_decref(fake_control(&F, "mute", "{\"muted\":false}"));
+        EVENTUALLY(cache_has_cq(c, "cq-muted"), "the held-back event arrives after the stall");
+        EVENTUALLY(tsr_kube_cache_current(c), "current again once the watch delivers");
+        assert_int_equal(stats_of(c, cq).lists, s0.lists); /* resumed, not listed */
+
+        /* A watch request the server holds, no headers at all. */
+        tsr_kube_cache_stats(c, cq, &s0);
+        json_decref(fake_control(&F, "pause", "{\"paused\":true,\"match\":\"clusterqueues\"}"));
+        json_decref(fake_control(&F, "drop", "{\"match\":\"clusterqueues\"}"));
+        EVENTUALLY(stats_of(c, cq).stalls >= s0.stalls + 1, "a held watch request stalls too");
+        assert_false(tsr_kube_cache_current(c));
+        json_decref(fake_control(&F, "pause", "{\"paused\":false}"));
+        create_cq(&FW, "cq-unheld");
+        EVENTUALLY(cache_has_cq(c, "cq-unheld"), "the watcher recovers once answered");
+        EVENTUALLY(tsr_kube_cache_current(c), "and is current again");
+        fake_delete(&F, CQ_PATH "/cq-muted");
+        fake_delete(&F, CQ_PATH "/cq-unheld");
         tsr_kube_cache_free(c);
 }
 
@@ -1058,6 +1135,7 @@ int main(void)
             cmocka_unit_test(test_dropped_watch),
             cmocka_unit_test(test_failures_backoff),
             cmocka_unit_test(test_gone_every_watch_backs_off),
+            cmocka_unit_test(test_stalled_watch),
             cmocka_unit_test(test_not_found_later_keeps_objects),
             cmocka_unit_test(test_token_rotation),
             cmocka_unit_test(test_shutdown_held_and_gone),

@@ -17,6 +17,8 @@ for the faults a real server does not make on demand. Exactly these cases, and w
       (expire and fail, each with a match)
   test_kube_cache.c test_dropped_watch: every open watch cut (drop)
   test_kube_cache.c test_failures_backoff: injected 500s on the re-watch (fail)
+  test_kube_cache.c test_stalled_watch: a watch that sends nothing, bookmarks included (mute),
+      and a watch request held unanswered (pause)
   test_kube_cache.c test_not_found_later_keeps_objects: injected 404s after the first list
   test_kube_cache.c test_token_rotation: a token revoked mid-run (token), the watches cut
   test_kube_cache.c test_shutdown_held_and_gone: watch requests held unanswered (pause), then
@@ -136,6 +138,10 @@ Control, for tests only, without authentication, under /_test/ (POST bodies are 
   expire {"match": ""}          send every open watch whose path holds match an ERROR 410
                                 event and end it
   bookmark                      send every open watch that allows them a BOOKMARK now
+  mute {"muted": bool, "match": ""}
+                                open and new watches whose path holds match send nothing (no
+                                event, no bookmark; a wedged server or proxy) until unmuted,
+                                then what they held back
   pause {"paused": bool, "match": "", "lists": false}
                                 hold new watch requests whose path holds match (and lists too
                                 with "lists") until unpaused
@@ -309,6 +315,7 @@ class Store:
         self.expire_match = ""
         self.bookmark_gen = 0
         self.paused = None  # None, or the path substring of the held requests ("": all)
+        self.muted = None  # None, or the path substring of the silent watches ("": all)
         self.pause_lists = False  # whether lists are held too
         self.watch410 = "event"
         self.loop_continue = None
@@ -915,6 +922,8 @@ class Handler(BaseHTTPRequestHandler):
                 STORE.expire_match = body.get("match", "")
             elif what == "bookmark":
                 STORE.bookmark_gen += 1
+            elif what == "mute":
+                STORE.muted = body.get("match", "") if body.get("muted") else None
             elif what == "pause":
                 STORE.paused = body.get("match", "") if body.get("paused") else None
                 STORE.pause_lists = bool(body.get("paused") and body.get("lists"))
@@ -1403,20 +1412,26 @@ class Handler(BaseHTTPRequestHandler):
                 with STORE.cond:
                     while True:
                         now = time.monotonic()
+                        muted = STORE.muted is not None and STORE.muted in self.path
                         events = [(erv, t, o, p) for (erv, r, t, o, p) in STORE.history
-                                  if erv > last and r is res]
+                                  if erv > last and r is res and not muted]
                         dropped = STORE.drop_gen != gens[0] and STORE.drop_match in self.path
                         expired = STORE.expire_gen != gens[1] and \
                             STORE.expire_match in self.path
                         bookmark_now = STORE.bookmark_gen != gens[2]
                         timed_out = deadline is not None and now >= deadline
                         bookmark_due = next_bookmark is not None and now >= next_bookmark
+                        if muted:
+                            bookmark_now = bookmark_due = False
+                            if next_bookmark is not None and now >= next_bookmark:
+                                next_bookmark = now + interval
                         if events or dropped or expired or bookmark_now or timed_out or \
                                 bookmark_due:
                             break
                         waits = [t - now for t in (deadline, next_bookmark) if t is not None]
                         STORE.cond.wait(min(waits) if waits else None)
-                    last = STORE.rv
+                    if not muted:
+                        last = STORE.rv
                     gens = (STORE.drop_gen, STORE.expire_gen, STORE.bookmark_gen)
                     if dropped:
                         STORE.stats["dropped"] += 1
