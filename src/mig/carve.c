@@ -63,6 +63,12 @@ static void grant(struct tsr_mig_grant *out, enum tsr_mig_how how, unsigned g, i
         out->marker = *m;
 }
 
+/* The refusal of every container of a Pod whose directory is flooded with markers. */
+static int flooded(const struct tsr_mig_marker_entry *e, struct tsr_diag *diag)
+{
+        return tsr_diag_set(diag, TSR_ESTALE, "%s (%s); recreate the Pod", e->why, e->path);
+}
+
 /* Step 1: the container's own marker. 0 with *out, 1 when it has none, else fails closed. */
 static int reuse(const struct reserve *r, struct tsr_mig_grant *out, struct tsr_diag *diag)
 {
@@ -71,7 +77,11 @@ static int reuse(const struct reserve *r, struct tsr_mig_grant *out, struct tsr_
                 const struct tsr_gpu_instance *in = NULL;
                 int g, profile;
 
-                if (strcmp(e->pod_uid, r->req->pod_uid) || strcmp(e->container, r->req->container))
+                if (strcmp(e->pod_uid, r->req->pod_uid))
+                        continue;
+                if (e->flooded)
+                        return flooded(e, diag);
+                if (strcmp(e->container, r->req->container))
                         continue;
                 if (e->corrupt)
                         return tsr_diag_set(diag, TSR_ESTALE,
@@ -100,14 +110,6 @@ static int reuse(const struct reserve *r, struct tsr_mig_grant *out, struct tsr_
                 return 0;
         }
         return 1;
-}
-
-static bool card_named_corrupt(const struct reserve *r, const char *uuid)
-{
-        for (size_t i = 0; i < r->n_markers; i++)
-                if (r->markers[i].corrupt && !strcmp(r->markers[i].card, uuid))
-                        return true;
-        return false;
 }
 
 static bool marked(const struct reserve *r, const char *uuid, const struct tsr_mig_card *card,
@@ -157,7 +159,8 @@ static int adopt(const struct reserve *r, struct tsr_mig_grant *out, struct tsr_
                 const struct tsr_mig_profile *mp;
                 uint32_t claimed;
 
-                if (profile < 0 || !card->mig || card_named_corrupt(r, card->uuid))
+                if (profile < 0 || !card->mig ||
+                    tsr_mig_markers_hold_card(r->markers, r->n_markers, card->uuid))
                         continue;
                 mp = &r->caps[g].product->profiles[profile];
                 claimed = tsr_geometry_occupied(r->caps[g].product, &r->ledger[g].live);
@@ -234,10 +237,7 @@ int tsr_mig_reserve(const struct tsr_mig_gpus *gpus, struct tsr_mig_store *store
         struct reserve r = {gpus, store, caps, ledger, n, req, NULL, 0, NULL};
         int rc;
 
-        r.markers = malloc(TSR_MIG_MARKERS_MAX * sizeof(*r.markers));
-        if (!r.markers)
-                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-        rc = tsr_mig_store_list(store, r.markers, TSR_MIG_MARKERS_MAX, &r.n_markers, diag);
+        rc = tsr_mig_store_list(store, &r.markers, &r.n_markers, diag);
         if (!rc)
                 rc = tsr_mig_snapshot_new(gpus, &r.snap, diag);
         if (!rc)
@@ -345,18 +345,18 @@ int tsr_mig_held(const struct tsr_mig_gpus *gpus, struct tsr_mig_store *store,
                  const char *container, const char *card, struct tsr_mig_marker *out, unsigned *gpu,
                  struct tsr_diag *diag)
 {
-        struct tsr_mig_marker_entry *markers = malloc(TSR_MIG_MARKERS_MAX * sizeof(*markers));
+        struct tsr_mig_marker_entry *markers = NULL;
         const struct tsr_mig_marker_entry *own = NULL, *elsewhere = NULL;
         struct tsr_mig_snapshot *snap = NULL;
         size_t n_markers = 0;
         int g = -1, rc;
 
-        if (!markers)
-                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-        rc = tsr_mig_store_list(store, markers, TSR_MIG_MARKERS_MAX, &n_markers, diag);
+        rc = tsr_mig_store_list(store, &markers, &n_markers, diag);
         for (size_t i = 0; !rc && i < n_markers && !own; i++) {
                 const struct tsr_mig_marker_entry *e = &markers[i];
 
+                if (!strcmp(e->pod_uid, pod_uid) && e->flooded)
+                        rc = flooded(e, diag);
                 if (strcmp(e->pod_uid, pod_uid) || strcmp(e->container, container))
                         continue;
                 if (!strcmp(e->card, card))

@@ -84,6 +84,50 @@ static void entry_of(struct tsr_mig_marker_entry *e, const char *display, const 
         }
 }
 
+/* A new zeroed entry at the end of es: 0, TSR_ETOOBIG past TSR_MIG_MARKERS_MAX, TSR_ENOMEM. */
+static int entries_push(struct tsr_mig_entries *es, struct tsr_mig_marker_entry **e,
+                        struct tsr_diag *diag)
+{
+        if (es->n == TSR_MIG_MARKERS_MAX)
+                return tsr_diag_set(diag, TSR_ETOOBIG, "MIG markers: more than %d",
+                                    TSR_MIG_MARKERS_MAX);
+        if (es->n == es->cap) {
+                size_t cap = es->cap ? es->cap * 2 : 16;
+                struct tsr_mig_marker_entry *v;
+
+                if (cap > TSR_MIG_MARKERS_MAX)
+                        cap = TSR_MIG_MARKERS_MAX;
+                v = realloc(es->v, cap * sizeof(*v));
+                if (!v)
+                        return tsr_diag_set(diag, TSR_ENOMEM, "MIG markers: out of memory");
+                es->v = v;
+                es->cap = cap;
+        }
+        *e = &es->v[es->n++];
+        memset(*e, 0, sizeof(**e));
+        return 0;
+}
+
+/*
+ * Replaces the entries es->v[from..] of pod, whose directory dir holds more markers than any Pod
+ * can own, with one flooded entry (room for it is there: from < es->n).
+ */
+static void collapse_flood(struct tsr_mig_entries *es, size_t from, const char *pod,
+                           const char *dir)
+{
+        struct tsr_mig_marker_entry *e = &es->v[from];
+
+        es->n = from + 1;
+        memset(e, 0, sizeof(*e));
+        e->corrupt = e->flooded = true;
+        snprintf(e->path, sizeof(e->path), "%s", dir);
+        snprintf(e->pod_uid, sizeof(e->pod_uid), "%s", pod);
+        snprintf(e->why, sizeof(e->why),
+                 "MIG markers: the directory of pod %s holds more than %d (no Pod owns that "
+                 "many instances)",
+                 pod, TSR_MIG_POD_MARKERS_MAX);
+}
+
 static int by_path(const void *a, const void *b)
 {
         return strcmp(((const struct tsr_mig_marker_entry *)a)->path,
@@ -113,9 +157,10 @@ static DIR *open_scan(const char *dir, bool *gone)
 }
 
 struct scan {
-        struct tsr_mig_marker_entry *out;
-        size_t max, n;
+        struct tsr_mig_entries *es;
         struct tsr_diag *diag;
+        size_t pod_from; /* the Pod being scanned: its first entry */
+        bool flooded;    /* it holds more than TSR_MIG_POD_MARKERS_MAX */
 };
 
 static int scan_container(const char *root, const char *pod, const char *cdir, struct scan *sc)
@@ -135,6 +180,7 @@ static int scan_container(const char *root, const char *pod, const char *cdir, s
                                            strerror(errno));
         while (!rc && (de = readdir(d))) {
                 char card[TSR_MIG_MARKER_UUID_MAX];
+                struct tsr_mig_marker_entry *e;
                 const char *kind = "";
                 size_t len = 0;
                 enum tsr_read_result r;
@@ -142,9 +188,8 @@ static int scan_container(const char *root, const char *pod, const char *cdir, s
                 if (de->d_name[0] == '.' ||
                     tsr_mig_marker_card_of_name(de->d_name, card, sizeof(card)))
                         continue; /* temporary files of an interrupted put start with '.' */
-                if (sc->n == sc->max) {
-                        rc = tsr_diag_set(sc->diag, TSR_ETOOBIG, "MIG markers: more than %zu",
-                                          sc->max);
+                if (sc->es->n - sc->pod_from == TSR_MIG_POD_MARKERS_MAX) {
+                        sc->flooded = true; /* read no more of it */
                         break;
                 }
                 if (!pathf(file, sizeof(file), "%s/%s", dir, de->d_name)) {
@@ -159,13 +204,15 @@ static int scan_container(const char *root, const char *pod, const char *cdir, s
                                           strerror(errno));
                         break;
                 }
-                entry_of(&sc->out[sc->n], file, pod, cdir + 2, card, body, len);
+                rc = entries_push(sc->es, &e, sc->diag);
+                if (rc)
+                        break;
+                entry_of(e, file, pod, cdir + 2, card, body, len);
                 if (r == TSR_READ_NOT_FILE) {
-                        sc->out[sc->n].corrupt = true;
-                        snprintf(sc->out[sc->n].why, sizeof(sc->out[sc->n].why),
-                                 "MIG marker: %s, not a regular file", kind);
+                        e->corrupt = true;
+                        snprintf(e->why, sizeof(e->why), "MIG marker: %s, not a regular file",
+                                 kind);
                 }
-                sc->n++;
         }
         closedir(d);
         return rc;
@@ -186,18 +233,21 @@ static int scan_pod(const char *root, const char *pod, struct scan *sc)
                 return gone ? 0
                             : tsr_diag_set(sc->diag, TSR_EIO, "MIG markers: %s: %s", dir,
                                            strerror(errno));
-        while (!rc && (de = readdir(d)))
+        sc->pod_from = sc->es->n;
+        sc->flooded = false;
+        while (!rc && !sc->flooded && (de = readdir(d)))
                 if (!strncmp(de->d_name, "c-", 2) && name_ok(de->d_name + 2))
                         rc = scan_container(root, pod, de->d_name, sc);
         closedir(d);
+        if (!rc && sc->flooded)
+                collapse_flood(sc->es, sc->pod_from, pod, dir);
         return rc;
 }
 
-static int files_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
-                      size_t *n, struct tsr_diag *diag)
+static int files_list(struct tsr_mig_store *s, struct tsr_mig_entries *es, struct tsr_diag *diag)
 {
         struct files_store *fs = (struct files_store *)s;
-        struct scan sc = {out, max, 0, diag};
+        struct scan sc = {es, diag, 0, false};
         struct dirent *de;
         DIR *d = opendir(fs->root);
         int rc = 0;
@@ -211,8 +261,8 @@ static int files_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out,
         closedir(d);
         if (rc)
                 return rc;
-        qsort(out, sc.n, sizeof(*out), by_path);
-        *n = sc.n;
+        if (es->n)
+                qsort(es->v, es->n, sizeof(*es->v), by_path);
         return 0;
 }
 
@@ -299,27 +349,37 @@ struct memory_marker {
         char *text;
 };
 
-/* Invariant: items ascending by rel, rels distinct. */
+/* Invariant: items[0..n) ascending by rel, rels distinct (so a Pod's items are adjacent). */
 struct memory_store {
         struct tsr_mig_store base;
-        size_t n;
-        struct memory_marker items[TSR_MIG_MARKERS_MAX];
+        size_t n, cap;
+        struct memory_marker *items;
 };
 
-static int memory_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
-                       size_t *n, struct tsr_diag *diag)
+static int memory_list(struct tsr_mig_store *s, struct tsr_mig_entries *es, struct tsr_diag *diag)
 {
         struct memory_store *ms = (struct memory_store *)s;
+        size_t pod_from = 0;
 
-        if (ms->n > max)
-                return tsr_diag_set(diag, TSR_ETOOBIG, "MIG markers: more than %zu", max);
         for (size_t i = 0; i < ms->n; i++) {
                 const struct memory_marker *it = &ms->items[i];
+                struct tsr_mig_marker_entry *e;
+                int rc;
 
-                entry_of(&out[i], it->rel, it->pod, it->container, it->card, it->text,
-                         strlen(it->text));
+                if (i && !strcmp(it->pod, ms->items[i - 1].pod) && es->n > pod_from &&
+                    es->v[pod_from].flooded)
+                        continue; /* the rest of a flooded Pod */
+                if (!i || strcmp(it->pod, ms->items[i - 1].pod))
+                        pod_from = es->n;
+                if (es->n - pod_from == TSR_MIG_POD_MARKERS_MAX) {
+                        collapse_flood(es, pod_from, it->pod, it->pod);
+                        continue;
+                }
+                rc = entries_push(es, &e, diag);
+                if (rc)
+                        return rc;
+                entry_of(e, it->rel, it->pod, it->container, it->card, it->text, strlen(it->text));
         }
-        *n = ms->n;
         return 0;
 }
 
@@ -345,6 +405,17 @@ static int memory_store_text(struct memory_store *ms, const char *pod, const cha
                 rc = tsr_diag_set(diag, TSR_ETOOBIG, "MIG markers: more than %d",
                                   TSR_MIG_MARKERS_MAX);
                 goto fail;
+        }
+        if (ms->n == ms->cap) {
+                size_t cap = ms->cap ? ms->cap * 2 : 16;
+                struct memory_marker *items = realloc(ms->items, cap * sizeof(*items));
+
+                if (!items) {
+                        rc = tsr_diag_set(diag, TSR_ENOMEM, "MIG marker: out of memory");
+                        goto fail;
+                }
+                ms->items = items;
+                ms->cap = cap;
         }
         memmove(&ms->items[at + 1], &ms->items[at], (ms->n - at) * sizeof(ms->items[0]));
         ms->n++;
@@ -396,6 +467,7 @@ static void memory_free(struct tsr_mig_store *s)
 
         for (size_t i = 0; i < ms->n; i++)
                 free(ms->items[i].text);
+        free(ms->items);
         free(ms);
 }
 
@@ -488,12 +560,30 @@ static int mark_double_claims(struct tsr_mig_marker_entry *e, size_t n, struct t
         return 0;
 }
 
-int tsr_mig_store_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
-                       size_t *n, struct tsr_diag *diag)
+int tsr_mig_store_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry **out, size_t *n,
+                       struct tsr_diag *diag)
 {
-        int rc = s->ops->list(s, out, max, n, diag);
+        struct tsr_mig_entries es = {NULL, 0, 0};
+        int rc = s->ops->list(s, &es, diag);
 
-        return rc ? rc : mark_double_claims(out, *n, diag);
+        if (!rc)
+                rc = mark_double_claims(es.v, es.n, diag);
+        if (rc) {
+                free(es.v);
+                *out = NULL;
+                return rc;
+        }
+        *out = es.v;
+        *n = es.n;
+        return 0;
+}
+
+bool tsr_mig_markers_hold_card(const struct tsr_mig_marker_entry *e, size_t n, const char *uuid)
+{
+        for (size_t i = 0; i < n; i++)
+                if (e[i].corrupt && (e[i].flooded || !strcmp(e[i].card, uuid)))
+                        return true;
+        return false;
 }
 
 int tsr_mig_store_put(struct tsr_mig_store *s, const struct tsr_mig_marker *m,

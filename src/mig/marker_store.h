@@ -5,7 +5,8 @@
  * root: the kubelet's pods directory for the files backend, nothing for the memory backend (the
  * simulator's). One marker per (Pod, container, card); put replaces it.
  *
- * list returns every marker file in deterministic order (ascending path), each decoded by
+ * list returns every marker file in deterministic order (ascending path), in an array it
+ * allocates, each decoded by
  * codec/mig_marker.h's fail-closed decoder. A marker that does not decode is returned with corrupt
  * set, its Pod UID and card taken from its path and the decoder's message in why: it is reported,
  * never silently dropped, and its path stays attributable to a Pod; so is anything named like a
@@ -13,7 +14,13 @@
  * files backend never opens blocking and never follows. Two markers of different owners that claim
  * one MIG instance (the same card and MIG UUID, or GPU and compute instance ids) are both
  * returned corrupt, naming each other: one is a copy, and which cannot be told, so the card is
- * held and neither is granted the instance rather than both. The files backend tolerates
+ * held and neither is granted the instance rather than both. A Pod directory holding more marker
+ * entries than TSR_MIG_POD_MARKERS_MAX (every marker owns a distinct instance, and no node has
+ * that many) is not a Pod's honest markers: it is listed as ONE corrupt entry, flooded, whose path
+ * is the Pod's directory and whose container and card are empty; it holds every card (no
+ * adoption, no reclaim of unmarked instances) and refuses its own Pod, and nobody else. So a
+ * flood costs its own Pod, not the node's other Allocates; only more than TSR_MIG_MARKERS_MAX
+ * entries in all (thousands of Pod directories) fail the list. The files backend tolerates
  * directories and files that vanish while it scans (a Pod's directory the kubelet removes), and
  * fails the whole list with TSR_EIO when the pods directory itself, or any marker it found, cannot
  * be read: a caller that cannot see every marker must not decide anything (reclaim destroys
@@ -42,13 +49,15 @@
 #include "base/diag.h"
 #include "codec/mig_marker.h"
 
-#define TSR_MIG_PATH_MAX    512
-#define TSR_MIG_MARKERS_MAX 256
+#define TSR_MIG_PATH_MAX        512
+#define TSR_MIG_MARKERS_MAX     4096 /* entries in one list, floods collapsed; past it: ETOOBIG */
+#define TSR_MIG_POD_MARKERS_MAX 64   /* marker entries one Pod directory may hold */
 
 struct tsr_mig_marker_entry {
         char path[TSR_MIG_PATH_MAX]; /* what remove takes */
         bool corrupt;
-        /* From the path, valid for a corrupt marker too. */
+        bool flooded; /* corrupt: over TSR_MIG_POD_MARKERS_MAX in the Pod's directory (path) */
+        /* From the path, valid for a corrupt marker too ("" for a flood's container and card). */
         char pod_uid[TSR_MIG_MARKER_UID_MAX];
         char container[TSR_MIG_MARKER_NAME_MAX];
         char card[TSR_MIG_MARKER_UUID_MAX];
@@ -58,9 +67,14 @@ struct tsr_mig_marker_entry {
 
 struct tsr_mig_store;
 
+/* A growing array of entries, at most TSR_MIG_MARKERS_MAX (what a backend's list fills). */
+struct tsr_mig_entries {
+        struct tsr_mig_marker_entry *v;
+        size_t n, cap;
+};
+
 struct tsr_mig_store_ops {
-        int (*list)(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
-                    size_t *n, struct tsr_diag *diag);
+        int (*list)(struct tsr_mig_store *s, struct tsr_mig_entries *out, struct tsr_diag *diag);
         int (*put)(struct tsr_mig_store *s, const struct tsr_mig_marker *m, struct tsr_diag *diag);
         int (*remove)(struct tsr_mig_store *s, const char *path, struct tsr_diag *diag);
         void (*free)(struct tsr_mig_store *s);
@@ -93,11 +107,15 @@ void tsr_mig_store_set_hook(struct tsr_mig_store *s, void (*hook)(void *arg, con
                             void *arg);
 
 /*
- * Lists every marker into out[0..max), ascending by path. Returns 0 with *n, TSR_ETOOBIG past max,
- * TSR_EIO (files: the pods directory or a marker unreadable), TSR_ENOMEM.
+ * Lists every marker, ascending by path, into *out (a new array of *n entries; free() it, also
+ * when *n is 0). Returns 0, TSR_ETOOBIG past TSR_MIG_MARKERS_MAX, TSR_EIO (files: the pods
+ * directory or a marker unreadable), TSR_ENOMEM; *out is NULL on failure.
  */
-int tsr_mig_store_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry *out, size_t max,
-                       size_t *n, struct tsr_diag *diag);
+int tsr_mig_store_list(struct tsr_mig_store *s, struct tsr_mig_marker_entry **out, size_t *n,
+                       struct tsr_diag *diag);
+
+/* Whether the listed markers hold card uuid: a corrupt one names it, or a flood holds them all. */
+bool tsr_mig_markers_hold_card(const struct tsr_mig_marker_entry *e, size_t n, const char *uuid);
 
 /* Writes m durably at its path. 0, TSR_EINVAL (bad name), TSR_EIO, TSR_ENOMEM, TSR_ETOOBIG. */
 int tsr_mig_store_put(struct tsr_mig_store *s, const struct tsr_mig_marker *m,

@@ -137,14 +137,6 @@ static bool drained(const struct tsr_mig_view *v, const char *card)
         return true;
 }
 
-static bool card_named_corrupt(const struct pass *p, const char *uuid)
-{
-        for (size_t i = 0; i < p->n_markers; i++)
-                if (p->markers[i].corrupt && !strcmp(p->markers[i].card, uuid))
-                        return true;
-        return false;
-}
-
 static bool marked(const struct pass *p, const struct tsr_mig_card *card,
                    const struct tsr_gpu_instance *in)
 {
@@ -163,10 +155,7 @@ static int read_all(struct pass *p, struct tsr_diag *diag)
 {
         int rc;
 
-        p->markers = malloc(TSR_MIG_MARKERS_MAX * sizeof(*p->markers));
-        if (!p->markers)
-                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-        rc = tsr_mig_store_list(p->r->store, p->markers, TSR_MIG_MARKERS_MAX, &p->n_markers, diag);
+        rc = tsr_mig_store_list(p->r->store, &p->markers, &p->n_markers, diag);
         if (!rc)
                 rc = tsr_mig_snapshot_new(&p->r->gpus, &p->snap, diag);
         return rc;
@@ -283,6 +272,16 @@ static void remove_marker(struct pass *p, const struct tsr_mig_marker_entry *e, 
 
 static void sweep_corrupt(struct pass *p, const struct tsr_mig_marker_entry *e, struct debounce *st)
 {
+        /* A flood is never removed here: its directory, once its Pod is gone, is the kubelet's. */
+        if (e->flooded) {
+                p->stats->held++;
+                if (++st->hold_misses % TSR_MIG_RECLAIM_MAX_CORRUPT_HOLD_MISSES == 0)
+                        logf_(p->r, TSR_MIG_LOG_WARN,
+                              "%s: %s, held for %u passes; no unmarked instance on any GPU is "
+                              "reclaimed until the directory is gone",
+                              e->path, e->why, st->hold_misses);
+                return;
+        }
         if (live(p->view, e->pod_uid)) {
                 st->misses = 0;
                 p->stats->held++;
@@ -332,7 +331,8 @@ static void sweep_marker(struct pass *p, const struct tsr_mig_marker_entry *e)
 static void sweep_orphans(struct pass *p, unsigned g)
 {
         const struct tsr_mig_card *card = &p->snap->card[g];
-        bool hold = card_named_corrupt(p, card->uuid), idle = drained(p->view, card->uuid);
+        bool hold = tsr_mig_markers_hold_card(p->markers, p->n_markers, card->uuid),
+             idle = drained(p->view, card->uuid);
 
         for (size_t k = 0; k < card->n; k++) {
                 const struct tsr_gpu_instance *in = &card->inst[k];

@@ -583,11 +583,10 @@ static size_t instances(unsigned g, struct tsr_gpu_instance *in)
 
 static size_t markers(void)
 {
-        struct tsr_mig_marker_entry *e = malloc(TSR_MIG_MARKERS_MAX * sizeof(*e));
+        struct tsr_mig_marker_entry *e = NULL;
         size_t k = 0;
 
-        assert_non_null(e);
-        assert_int_equal(tsr_mig_store_list(N.store, e, TSR_MIG_MARKERS_MAX, &k, NULL), 0);
+        assert_int_equal(tsr_mig_store_list(N.store, &e, &k, NULL), 0);
         free(e);
         return k;
 }
@@ -1437,13 +1436,12 @@ static void test_visibility_own_pod(void **state)
 /* The marker of Pod name's container main into *e (it must be the only one of that Pod). */
 static void own_marker(const char *name, struct tsr_mig_marker_entry *e)
 {
-        struct tsr_mig_marker_entry *all = malloc(TSR_MIG_MARKERS_MAX * sizeof(*all));
+        struct tsr_mig_marker_entry *all = NULL;
         char uid[48];
         size_t n = 0, found = 0;
 
-        assert_non_null(all);
         snprintf(uid, sizeof(uid), "uid-%s", name);
-        assert_int_equal(tsr_mig_store_list(N.store, all, TSR_MIG_MARKERS_MAX, &n, NULL), 0);
+        assert_int_equal(tsr_mig_store_list(N.store, &all, &n, NULL), 0);
         for (size_t i = 0; i < n; i++)
                 if (!strcmp(all[i].pod_uid, uid) && !strcmp(all[i].container, "main")) {
                         *e = all[i];

@@ -7,7 +7,7 @@
  * instance never double-booked (the replacement gap); tsr_mig_held reading back the instance a
  * container holds, live, and failing closed where test_dm_agent's sidecar cases do not reach (a
  * corrupt marker, a profile detection excluded, a subdivided instance, an unreadable GPU),
- * writing nothing.
+ * writing nothing; a flood of markers in one Pod's directory refusing that Pod only.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -189,6 +189,48 @@ static void test_no_adopt_under_corrupt_marker_or_claim(void **state)
         mx_release(&n);
 }
 
+/*
+ * More markers than one list used to hold (256: every partition Allocate and reclaim pass then
+ * failed), and one Pod whose directory holds more than TSR_MIG_POD_MARKERS_MAX: the flood refuses
+ * its own Pod and holds every card from adoption, and nothing else; the reclaim pass still runs.
+ */
+static void test_marker_flood(void **state)
+{
+        static struct mx_node n;
+        struct tsr_mig_pass_stats st;
+        struct tsr_diag diag;
+        char pod[32], card[32];
+        unsigned gi;
+
+        (void)state;
+        mx_init(&n, NULL);
+        for (int p = 0; p < 6; p++)
+                for (int k = 0; k < 50; k++) {
+                        snprintf(pod, sizeof(pod), "pod-s%d", p);
+                        snprintf(card, sizeof(card), "GPU-s%d", k);
+                        assert_int_equal(tsr_mig_store_memory_put_raw(n.store, pod, "main", card,
+                                                                      "{\"podUID\":"),
+                                         0);
+                }
+        for (int k = 0; k < 100; k++) {
+                snprintf(card, sizeof(card), "GPU-f%d", k);
+                assert_int_equal(tsr_mig_store_memory_put_raw(n.store, "pod-f",
+                                                              k % 2 ? "main" : "side", card, "{}"),
+                                 0);
+        }
+        assert_int_equal(mx_markers(&n), 301);
+        assert_int_equal(tsr_fake_gpus_carve(n.fake, 1, 9, 4, true, &gi), 0);
+        assert_int_equal(mx_allocate(&n, "pod-a", "3g.40gb", NULL), 0);
+        assert_int_equal(mx_pod(&n, "pod-a")->grant.how, TSR_MIG_CREATED); /* not adopted */
+        tsr_diag_clear(&diag);
+        assert_int_equal(mx_allocate(&n, "pod-f", "1g.10gb", &diag), TSR_ESTALE);
+        assert_non_null(strstr(diag.msg, "pod pod-f holds more than 64"));
+        assert_int_equal(mx_pass(&n, &st), 0);
+        assert_true(st.held > 0);
+        mx_check(&n, false);
+        mx_release(&n);
+}
+
 static void test_ci_failure_undoes_gi(void **state)
 {
         static struct mx_node n;
@@ -303,6 +345,7 @@ int main(void)
             cmocka_unit_test(test_reuse_fails_closed_when_gone),
             cmocka_unit_test(test_adopt_out_of_band),
             cmocka_unit_test(test_no_adopt_under_corrupt_marker_or_claim),
+            cmocka_unit_test(test_marker_flood),
             cmocka_unit_test(test_ci_failure_undoes_gi),
             cmocka_unit_test(test_replacement_gap),
             cmocka_unit_test(test_held_reads_back_live),

@@ -157,6 +157,26 @@ static void test_card_of_name(void **state)
 
 static char root[64];
 
+/* tsr_mig_store_list into the caller's array e[0..max). */
+static int list_into(struct tsr_mig_store *s, struct tsr_mig_marker_entry *e, size_t max, size_t *n,
+                     struct tsr_diag *diag)
+{
+        struct tsr_mig_marker_entry *all = NULL;
+        size_t k = 0;
+        int rc = tsr_mig_store_list(s, &all, &k, diag);
+
+        if (rc) {
+                assert_null(all);
+                return rc;
+        }
+        assert_true(k <= max);
+        if (k)
+                memcpy(e, all, k * sizeof(*e));
+        free(all);
+        *n = k;
+        return 0;
+}
+
 static int make_root(void **state)
 {
         (void)state;
@@ -192,7 +212,7 @@ static void test_files_store(void **state)
 
         (void)state;
         assert_int_equal(tsr_mig_store_files_new(root, &s), 0);
-        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        assert_int_equal(list_into(s, e, 8, &n, NULL), 0);
         assert_int_equal(n, 0);
         assert_int_equal(tsr_mig_store_put(s, &sample, NULL), 0);
         snprintf(other.pod_uid, sizeof(other.pod_uid), "00000000-0000-4000-8000-000000000000");
@@ -216,7 +236,7 @@ static void test_files_store(void **state)
         mkdir(path, 0755);
         snprintf(path, sizeof(path), "%s/pod-z/c-side/nvidia-mig-GPU-cccc.json", root);
         write_file(path, "{\"podUID\":");
-        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        assert_int_equal(list_into(s, e, 8, &n, NULL), 0);
         assert_int_equal(n, 3);
         assert_false(e[0].corrupt);
         assert_string_equal(e[0].m.pod_uid, other.pod_uid);
@@ -232,16 +252,14 @@ static void test_files_store(void **state)
         mkdir(path, 0755);
         snprintf(path, sizeof(path), "%s/pod-z/c-main/nvidia-mig-GPU-aaaa.json", root);
         write_file(path, valid);
-        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        assert_int_equal(list_into(s, e, 8, &n, NULL), 0);
         assert_int_equal(n, 4);
         assert_true(e[2].corrupt);
         assert_non_null(strstr(e[2].why, "path"));
-        /* Too many for the caller's array. */
-        assert_int_equal(tsr_mig_store_list(s, e, 2, &n, NULL), TSR_ETOOBIG);
         /* Remove, twice. */
         assert_int_equal(tsr_mig_store_remove(s, e[2].path, NULL), 0);
         assert_int_equal(tsr_mig_store_remove(s, e[2].path, NULL), 0);
-        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        assert_int_equal(list_into(s, e, 8, &n, NULL), 0);
         assert_int_equal(n, 3);
         /* Names that would leave the Pod's directory. */
         other = sample;
@@ -281,7 +299,7 @@ static void test_files_not_regular(void **state)
         assert_int_equal(symlink(target, path), 0);
         assert_int_equal(tsr_mig_store_files_new(top, &s), 0);
         alarm(10); /* a blocking open of the FIFO would hang here: fail instead */
-        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        assert_int_equal(list_into(s, e, 8, &n, NULL), 0);
         alarm(0);
         assert_int_equal(n, 3);
         for (size_t i = 0; i < 3; i++) {
@@ -290,6 +308,61 @@ static void test_files_not_regular(void **state)
                 assert_string_equal(e[i].card, rows[i].card);
                 assert_non_null(strstr(e[i].why, rows[i].kind));
         }
+        tsr_mig_store_free(s);
+}
+
+/*
+ * A Pod directory with more marker entries than TSR_MIG_POD_MARKERS_MAX (here 80, in two
+ * containers) is one flooded entry; one with exactly that many is listed whole, and so are more
+ * than the 256 entries a list used to hold in all.
+ */
+static void test_files_flood(void **state)
+{
+        struct tsr_mig_marker_entry *e = NULL;
+        struct tsr_mig_store *s;
+        char top[128], path[512];
+        size_t n = 0, flooded = 0, whole = 0;
+
+        (void)state;
+        snprintf(top, sizeof(top), "%s/flood", root);
+        assert_int_equal(mkdir(top, 0755), 0);
+        for (int p = 0; p < 5; p++) {
+                int count = p == 0 ? 80 : TSR_MIG_POD_MARKERS_MAX;
+
+                snprintf(path, sizeof(path), "%s/pod-%d", top, p);
+                assert_int_equal(mkdir(path, 0755), 0);
+                for (int c = 0; c < 2; c++) {
+                        snprintf(path, sizeof(path), "%s/pod-%d/c-c%d", top, p, c);
+                        assert_int_equal(mkdir(path, 0755), 0);
+                }
+                for (int k = 0; k < count; k++) {
+                        snprintf(path, sizeof(path), "%s/pod-%d/c-c%d/nvidia-mig-GPU-%d.json", top,
+                                 p, k % 2, k);
+                        write_file(path, "{}");
+                }
+        }
+        assert_int_equal(tsr_mig_store_files_new(top, &s), 0);
+        assert_int_equal(tsr_mig_store_list(s, &e, &n, NULL), 0);
+        assert_int_equal(n, 1 + 4 * TSR_MIG_POD_MARKERS_MAX);
+        for (size_t i = 0; i < n; i++) {
+                assert_true(e[i].corrupt);
+                if (!e[i].flooded) {
+                        assert_string_not_equal(e[i].pod_uid, "pod-0");
+                        whole++;
+                        continue;
+                }
+                flooded++;
+                assert_string_equal(e[i].pod_uid, "pod-0");
+                assert_string_equal(e[i].container, "");
+                assert_string_equal(e[i].card, "");
+                snprintf(path, sizeof(path), "%s/pod-0", top);
+                assert_string_equal(e[i].path, path);
+                assert_non_null(strstr(e[i].why, "more than 64"));
+        }
+        assert_int_equal(flooded, 1);
+        assert_int_equal(whole, 4 * TSR_MIG_POD_MARKERS_MAX);
+        assert_true(tsr_mig_markers_hold_card(e, n, "GPU-any"));
+        free(e);
         tsr_mig_store_free(s);
 }
 
@@ -305,7 +378,7 @@ static void test_files_unreadable_root(void **state)
         snprintf(missing, sizeof(missing), "%s/not-there", root);
         assert_int_equal(tsr_mig_store_files_new(missing, &s), 0);
         tsr_diag_clear(&diag);
-        assert_int_equal(tsr_mig_store_list(s, e, 2, &n, &diag), TSR_EIO);
+        assert_int_equal(list_into(s, e, 2, &n, &diag), TSR_EIO);
         assert_non_null(strstr(diag.msg, "pods directory"));
         assert_int_equal(n, 7);
         tsr_mig_store_free(s);
@@ -327,16 +400,15 @@ static void test_memory_store(void **state)
         assert_int_equal(tsr_mig_store_put(s, &b, NULL), 0);
         assert_int_equal(tsr_mig_store_put(s, &b, NULL), 0); /* replaces */
         assert_int_equal(tsr_mig_store_memory_put_raw(s, "z-pod", "main", "GPU-aaaa", "{"), 0);
-        assert_int_equal(tsr_mig_store_list(s, e, 4, &n, NULL), 0);
+        assert_int_equal(list_into(s, e, 4, &n, NULL), 0);
         assert_int_equal(n, 3);
         assert_string_equal(e[1].path, "a-first/c-main/nvidia-mig-GPU-aaaa.json");
         assert_false(e[0].corrupt);
         assert_true(e[2].corrupt);
         assert_string_equal(e[2].pod_uid, "z-pod");
         assert_int_equal(tsr_mig_store_remove(s, e[0].path, NULL), 0);
-        assert_int_equal(tsr_mig_store_list(s, e, 4, &n, NULL), 0);
+        assert_int_equal(list_into(s, e, 4, &n, NULL), 0);
         assert_int_equal(n, 2);
-        assert_int_equal(tsr_mig_store_list(s, e, 1, &n, NULL), TSR_ETOOBIG);
         tsr_mig_store_free(s);
 }
 
@@ -355,7 +427,7 @@ static void test_double_claims(void **state)
         (void)state;
         assert_int_equal(tsr_mig_store_memory_new(&s), 0);
         assert_int_equal(tsr_mig_store_put(s, &sample, NULL), 0);
-        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        assert_int_equal(list_into(s, e, 8, &n, NULL), 0);
         assert_false(e[0].corrupt);
         snprintf(copy.pod_uid, sizeof(copy.pod_uid), "pod-b");
         assert_int_equal(tsr_mig_store_put(s, &copy, NULL), 0);
@@ -367,7 +439,7 @@ static void test_double_claims(void **state)
         other.ci_id = 1;
         snprintf(other.mig_uuid, sizeof(other.mig_uuid), "MIG-eeee");
         assert_int_equal(tsr_mig_store_put(s, &other, NULL), 0);
-        assert_int_equal(tsr_mig_store_list(s, e, 8, &n, NULL), 0);
+        assert_int_equal(list_into(s, e, 8, &n, NULL), 0);
         assert_int_equal(n, 4);
         /* Sorted by path: sample's UID (0000...) first, then pod-b, pod-c, pod-d. */
         assert_true(e[0].corrupt);
@@ -383,10 +455,15 @@ static void test_double_claims(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_encode_round_trip),     cmocka_unit_test(test_fail_closed),
-            cmocka_unit_test(test_unknown_keys_ignored),  cmocka_unit_test(test_card_of_name),
-            cmocka_unit_test(test_files_store),           cmocka_unit_test(test_files_not_regular),
-            cmocka_unit_test(test_files_unreadable_root), cmocka_unit_test(test_memory_store),
+            cmocka_unit_test(test_encode_round_trip),
+            cmocka_unit_test(test_fail_closed),
+            cmocka_unit_test(test_unknown_keys_ignored),
+            cmocka_unit_test(test_card_of_name),
+            cmocka_unit_test(test_files_store),
+            cmocka_unit_test(test_files_not_regular),
+            cmocka_unit_test(test_files_flood),
+            cmocka_unit_test(test_files_unreadable_root),
+            cmocka_unit_test(test_memory_store),
             cmocka_unit_test(test_double_claims),
         };
 

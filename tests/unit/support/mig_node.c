@@ -140,11 +140,10 @@ size_t mx_instances(struct mx_node *n, unsigned gpu, struct tsr_gpu_instance *ou
 
 size_t mx_markers(struct mx_node *n)
 {
-        struct tsr_mig_marker_entry *e = malloc(TSR_MIG_MARKERS_MAX * sizeof(*e));
+        struct tsr_mig_marker_entry *e = NULL;
         size_t k = 0;
 
-        assert_non_null(e);
-        assert_int_equal(tsr_mig_store_list(n->store, e, TSR_MIG_MARKERS_MAX, &k, NULL), 0);
+        assert_int_equal(tsr_mig_store_list(n->store, &e, &k, NULL), 0);
         free(e);
         return k;
 }
@@ -159,11 +158,10 @@ static bool pod_live(const struct mx_node *n, const char *uid)
 
 void mx_check(struct mx_node *n, bool settled)
 {
-        struct tsr_mig_marker_entry *e = malloc(TSR_MIG_MARKERS_MAX * sizeof(*e));
+        struct tsr_mig_marker_entry *e = NULL;
         size_t ne = 0;
 
-        assert_non_null(e);
-        assert_int_equal(tsr_mig_store_list(n->store, e, TSR_MIG_MARKERS_MAX, &ne, NULL), 0);
+        assert_int_equal(tsr_mig_store_list(n->store, &e, &ne, NULL), 0);
         /* No two markers, and no two live claims, on one placement. */
         for (size_t i = 0; i < ne; i++)
                 for (size_t j = i + 1; j < ne; j++)
