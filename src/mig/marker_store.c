@@ -84,13 +84,20 @@ static void entry_of(struct tsr_mig_marker_entry *e, const char *display, const 
         }
 }
 
-/* A new zeroed entry at the end of es: 0, TSR_ETOOBIG past TSR_MIG_MARKERS_MAX, TSR_ENOMEM. */
-static int entries_push(struct tsr_mig_entries *es, struct tsr_mig_marker_entry **e,
-                        struct tsr_diag *diag)
+/*
+ * A new zeroed entry at the end of es, or NULL with *rc TSR_ETOOBIG (past TSR_MIG_MARKERS_MAX) or
+ * TSR_ENOMEM and diag.
+ */
+static struct tsr_mig_marker_entry *entries_push(struct tsr_mig_entries *es, int *rc,
+                                                 struct tsr_diag *diag)
 {
-        if (es->n == TSR_MIG_MARKERS_MAX)
-                return tsr_diag_set(diag, TSR_ETOOBIG, "MIG markers: more than %d",
-                                    TSR_MIG_MARKERS_MAX);
+        struct tsr_mig_marker_entry *e;
+
+        if (es->n == TSR_MIG_MARKERS_MAX) {
+                *rc = tsr_diag_set(diag, TSR_ETOOBIG, "MIG markers: more than %d",
+                                   TSR_MIG_MARKERS_MAX);
+                return NULL;
+        }
         if (es->n == es->cap) {
                 size_t cap = es->cap ? es->cap * 2 : 16;
                 struct tsr_mig_marker_entry *v;
@@ -98,14 +105,16 @@ static int entries_push(struct tsr_mig_entries *es, struct tsr_mig_marker_entry 
                 if (cap > TSR_MIG_MARKERS_MAX)
                         cap = TSR_MIG_MARKERS_MAX;
                 v = realloc(es->v, cap * sizeof(*v));
-                if (!v)
-                        return tsr_diag_set(diag, TSR_ENOMEM, "MIG markers: out of memory");
+                if (!v) {
+                        *rc = tsr_diag_set(diag, TSR_ENOMEM, "MIG markers: out of memory");
+                        return NULL;
+                }
                 es->v = v;
                 es->cap = cap;
         }
-        *e = &es->v[es->n++];
-        memset(*e, 0, sizeof(**e));
-        return 0;
+        e = &es->v[es->n++];
+        memset(e, 0, sizeof(*e));
+        return e;
 }
 
 /*
@@ -204,8 +213,8 @@ static int scan_container(const char *root, const char *pod, const char *cdir, s
                                           strerror(errno));
                         break;
                 }
-                rc = entries_push(sc->es, &e, sc->diag);
-                if (rc)
+                e = entries_push(sc->es, &rc, sc->diag);
+                if (!e)
                         break;
                 entry_of(e, file, pod, cdir + 2, card, body, len);
                 if (r == TSR_READ_NOT_FILE) {
@@ -364,7 +373,7 @@ static int memory_list(struct tsr_mig_store *s, struct tsr_mig_entries *es, stru
         for (size_t i = 0; i < ms->n; i++) {
                 const struct memory_marker *it = &ms->items[i];
                 struct tsr_mig_marker_entry *e;
-                int rc;
+                int rc = 0;
 
                 if (i && !strcmp(it->pod, ms->items[i - 1].pod) && es->n > pod_from &&
                     es->v[pod_from].flooded)
@@ -375,8 +384,8 @@ static int memory_list(struct tsr_mig_store *s, struct tsr_mig_entries *es, stru
                         collapse_flood(es, pod_from, it->pod, it->pod);
                         continue;
                 }
-                rc = entries_push(es, &e, diag);
-                if (rc)
+                e = entries_push(es, &rc, diag);
+                if (!e)
                         return rc;
                 entry_of(e, it->rel, it->pod, it->container, it->card, it->text, strlen(it->text));
         }
