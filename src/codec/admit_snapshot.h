@@ -53,6 +53,9 @@ struct tsr_snapshot_node {
         size_t n;
         json_t *const *pods; /* the Pods bound to the node (spec.nodeName), n_pods of them */
         size_t n_pods;
+        /* NULL, or what tsr_admit_snapshot_ledger returned 0 with for exactly these Pods (a
+         * caller's memo of it, kept while the node's Pods have not changed): used as is. */
+        const struct tsr_accel_ledger *ledger;
 };
 
 /* Pods of a PodSet that the topology assignment puts on one node (the hostname level). */

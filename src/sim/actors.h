@@ -113,6 +113,14 @@ const char *sim_pod_label(const struct sim_pod *p, const char *key);
 /* Sets metadata.annotations[key] = value on a Pod object. */
 void sim_pod_set_annotation(json_t *pod, const char *key, const char *value);
 
+/*
+ * Node i's ledger inputs changed: a Pod was bound there or deleted from it, one of its Pods moved
+ * phase or got its allocation annotation, or its GPUs were detected again. Every such change calls
+ * this, so tsr_cluster_ledger may serve the ledger it computed at the same generation. i < 0
+ * (an unbound Pod) is ignored.
+ */
+void sim_node_changed(struct tsr_cluster *c, int i);
+
 /* Appends a zeroed Workload (uid and creation time set) and returns it, or NULL (no memory). */
 struct sim_workload *sim_workload_add(struct tsr_cluster *c);
 

@@ -32,6 +32,22 @@ void tsr_cluster_init(struct tsr_cluster *c)
         tsr_settings_defaults(&c->settings);
 }
 
+/*
+ * What was computed from a node's Pods at a generation, served again until sim_node_changed moves
+ * the node's generation: the ledger tsr_cluster_ledger built (with its result), and the requests
+ * of the unfinished Pods bound there (sim_node_state_refresh's used).
+ */
+struct sim_ledger_memo {
+        bool valid;
+        unsigned long gen;
+        int rc;
+        struct tsr_diag diag;
+        struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
+        bool used_valid;
+        unsigned long used_gen;
+        struct pod_resources used;
+};
+
 static void workload_release(struct sim_workload *w)
 {
         for (size_t p = 0; p < w->n_podsets; p++) {
@@ -43,6 +59,7 @@ static void workload_release(struct sim_workload *w)
 void tsr_cluster_release(struct tsr_cluster *c)
 {
         for (size_t i = 0; i < c->n_nodes; i++) {
+                free(c->nodes[i].memo);
                 tsr_mig_reclaimer_free(c->nodes[i].reclaimer);
                 tsr_mig_store_free(c->nodes[i].markers);
                 tsr_fake_gpus_free(c->nodes[i].gpus);
@@ -95,6 +112,7 @@ void tsr_cluster_redetect(struct tsr_cluster *c, size_t i)
                 tsr_capability_detect(n->product, g, info.uuid, info.mig_current, &n->caps[g]);
                 tsr_capability_set_pci_bus_id(&n->caps[g], info.bus_id);
         }
+        sim_node_changed(c, (int)i);
 }
 
 /*
@@ -176,6 +194,9 @@ int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_mi
         n->memory_bytes = memory_bytes;
         n->product = product;
         n->gpu_count = product ? gpu_count : 0;
+        n->memo = calloc(1, sizeof(*n->memo));
+        if (!n->memo)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         if (product) {
                 struct tsr_mig_gpus gpus = {&tsr_fake_gpu_ops, NULL};
 
@@ -188,6 +209,7 @@ int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_mi
                 if (rc) {
                         tsr_mig_store_free(n->markers);
                         tsr_fake_gpus_free(n->gpus);
+                        free(n->memo);
                         return tsr_diag_set(diag, rc, "node \"%s\": cannot create its GPUs", name);
                 }
         }
@@ -227,26 +249,69 @@ int tsr_cluster_pod_allocation(const struct sim_pod *p, struct tsr_container_all
 
 /* ---- projections of one node -------------------------------------------------------------- */
 
+void sim_node_changed(struct tsr_cluster *c, int i)
+{
+        if (i >= 0)
+                c->nodes[i].gen++;
+}
+
+/* Answers from the memo when it is of the node's generation: true with ledger and diag set. */
+static bool memo_answer(const struct sim_node *n, struct tsr_accel_ledger *ledger, int *rc,
+                        struct tsr_diag *diag)
+{
+        const struct sim_ledger_memo *m = n->memo;
+
+        if (!m->valid || m->gen != n->gen)
+                return false;
+        memcpy(ledger, m->ledger, n->gpu_count * sizeof(*ledger));
+        *rc = m->rc;
+        if (m->rc && diag)
+                *diag = m->diag;
+        return true;
+}
+
+static void memo_keep(const struct sim_node *n, const struct tsr_accel_ledger *ledger, int rc,
+                      const struct tsr_diag *diag)
+{
+        struct sim_ledger_memo *m = n->memo;
+
+        m->valid = true;
+        m->gen = n->gen;
+        m->rc = rc;
+        m->diag = *diag;
+        memcpy(m->ledger, ledger, n->gpu_count * sizeof(*ledger));
+}
+
 int tsr_cluster_ledger(const struct tsr_cluster *c, size_t i, struct tsr_accel_ledger *ledger,
                        struct tsr_diag *diag)
 {
         const struct sim_node *n = &c->nodes[i];
-        json_t **pods = malloc((c->n_pods ? c->n_pods : 1) * sizeof(*pods));
+        json_t **pods;
+        struct tsr_diag why;
         struct tsr_snapshot_node node = {.name = n->name,
                                          .present = true,
                                          .product = n->product,
                                          .caps = n->caps,
                                          .n = n->gpu_count,
-                                         .pods = pods};
+                                         .pods = NULL};
         int rc;
 
+        if (memo_answer(n, ledger, &rc, diag))
+                return rc;
+        pods = malloc((c->n_pods ? c->n_pods : 1) * sizeof(*pods));
         if (!pods)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        node.pods = pods;
         for (size_t k = 0; k < c->n_pods; k++)
                 if (c->pods[k].node == (int)i)
                         pods[node.n_pods++] = c->pods[k].obj;
-        rc = tsr_admit_snapshot_ledger(&node, ledger, diag);
+        tsr_diag_clear(&why);
+        rc = tsr_admit_snapshot_ledger(&node, ledger, &why);
         free(pods);
+        if (rc != TSR_ENOMEM)
+                memo_keep(n, ledger, rc, &why);
+        if (rc && diag)
+                *diag = why;
         return rc;
 }
 
@@ -424,9 +489,16 @@ void sim_resources_charge(struct pod_resources *u, const struct pod_resources *r
 
 void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *s, size_t i)
 {
+        struct sim_ledger_memo *memo = c->nodes[i].memo;
+
         json_decref(s->labels);
         sim_node_allocatable(c, i, &s->alloc);
         s->labels = tsr_cluster_node_labels(c, i);
+        if (memo->used_valid && memo->used_gen == c->nodes[i].gen) {
+                s->used.n = memo->used.n;
+                memcpy(s->used.r, memo->used.r, memo->used.n * sizeof(memo->used.r[0]));
+                return;
+        }
         s->used.n = 0;
         for (size_t k = 0; k < c->n_pods; k++) {
                 const struct sim_pod *p = &c->pods[k];
@@ -440,14 +512,21 @@ void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *
                 sim_resources_charge(&s->used, &r, 1);
                 free(spec);
         }
+        memo->used.n = s->used.n;
+        memcpy(memo->used.r, s->used.r, s->used.n * sizeof(s->used.r[0]));
+        memo->used_gen = c->nodes[i].gen;
+        memo->used_valid = true;
 }
 
 struct sim_node_state *sim_node_states(const struct tsr_cluster *c)
 {
-        struct sim_node_state *ns = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*ns));
+        /* Not calloc: a state is tens of kilobytes of name slots, and refresh fills what counts. */
+        struct sim_node_state *ns = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*ns));
 
-        for (size_t i = 0; ns && i < c->n_nodes; i++)
+        for (size_t i = 0; ns && i < c->n_nodes; i++) {
+                ns[i].labels = NULL;
                 sim_node_state_refresh(c, &ns[i], i);
+        }
         return ns;
 }
 
@@ -638,6 +717,7 @@ int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *na
         if (k < 0)
                 return TSR_ENOTFOUND;
         node = c->pods[k].node;
+        sim_node_changed(c, node);
         json_decref(c->pods[k].obj);
         memmove(&c->pods[k], &c->pods[k + 1], (c->n_pods - (size_t)k - 1) * sizeof(c->pods[0]));
         c->n_pods--;

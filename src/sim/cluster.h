@@ -67,6 +67,8 @@ struct sim_node {
         struct tsr_accel_cap caps[SIM_GPUS_MAX]; /* the device manager's detection */
         struct tsr_mig_store *markers;           /* the ownership markers (memory store) */
         struct tsr_mig_reclaimer *reclaimer;     /* the reclaim loop's debounce state */
+        unsigned long gen;            /* bumped by sim_node_changed: its Pods or detection moved */
+        struct sim_ledger_memo *memo; /* its ledger as of a gen (cluster.c) */
 };
 
 enum sim_phase { SIM_PENDING, SIM_RUNNING, SIM_SUCCEEDED, SIM_FAILED };

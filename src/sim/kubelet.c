@@ -265,11 +265,12 @@ const char *sim_pod_phase_name(enum sim_phase phase)
 }
 
 /* Moves Pod p to phase, writing it to the object's status.phase too (what ledgers read). */
-static void set_phase(struct sim_pod *p, enum sim_phase phase)
+static void set_phase(struct tsr_cluster *c, struct sim_pod *p, enum sim_phase phase)
 {
         json_t *status = json_object_get(p->obj, "status");
 
         p->phase = phase;
+        sim_node_changed(c, p->node);
         if (!json_is_object(status)) {
                 status = json_object();
                 json_object_set_new(p->obj, "status", status);
@@ -286,7 +287,7 @@ static void start(struct tsr_cluster *c, struct sim_pod *p)
         int64_t last = 0;
         bool failed = false;
 
-        set_phase(p, SIM_RUNNING);
+        set_phase(c, p, SIM_RUNNING);
         p->reason[0] = '\0';
         json_array_foreach(containers, i, ct)
         {
@@ -302,7 +303,7 @@ static void start(struct tsr_cluster *c, struct sim_pod *p)
         p->finish_failed = failed;
         p->finish_at = last < 0 ? -1 : c->now + last;
         if (p->finish_at == c->now)
-                set_phase(p, failed ? SIM_FAILED : SIM_SUCCEEDED);
+                set_phase(c, p, failed ? SIM_FAILED : SIM_SUCCEEDED);
 }
 
 void sim_kubelet_admit(struct tsr_cluster *c, size_t k)
@@ -362,14 +363,16 @@ void sim_kubelet_admit(struct tsr_cluster *c, size_t k)
                                NULL);
                 allocate_bound(n, ledger, &d, group, key, ca, &f);
         }
-        if (!f.failed && na > 0 && tsr_alloc_annotation_encode(allocs, na, &json) == 0)
+        if (!f.failed && na > 0 && tsr_alloc_annotation_encode(allocs, na, &json) == 0) {
                 sim_pod_set_annotation(p->obj, TSR_ALLOC_ANNOTATION, json);
+                sim_node_changed(c, p->node);
+        }
 out:
         free(json);
         free(spec);
         free(allocs);
         if (f.failed) {
-                set_phase(p, SIM_FAILED);
+                set_phase(c, p, SIM_FAILED);
                 snprintf(p->reason, sizeof(p->reason), "UnexpectedAdmissionError");
                 snprintf(p->message, sizeof(p->message), "%s", f.message);
                 return;
@@ -383,7 +386,7 @@ void sim_kubelet_finish_due(struct tsr_cluster *c)
                 struct sim_pod *p = &c->pods[k];
 
                 if (p->phase == SIM_RUNNING && p->finish_at >= 0 && p->finish_at <= c->now)
-                        set_phase(p, p->finish_failed ? SIM_FAILED : SIM_SUCCEEDED);
+                        set_phase(c, p, p->finish_failed ? SIM_FAILED : SIM_SUCCEEDED);
         }
 }
 

@@ -21,7 +21,8 @@ struct view {
         size_t n_flavors;
         struct tsr_snapshot_node *nodes;
         size_t n_nodes;
-        json_t **pods; /* every bound Pod, grouped by node */
+        json_t **pods;                    /* every bound Pod, grouped by node */
+        struct tsr_accel_ledger *ledgers; /* SIM_GPUS_MAX per node: tsr_cluster_ledger's */
         struct tsr_snapshot_workload *workloads;
         size_t n_workloads;
         struct tsr_snapshot_podset *podsets; /* SIM_PODSETS_MAX per Workload */
@@ -33,6 +34,7 @@ static void view_release(struct view *v)
 {
         free(v->nodes);
         free(v->pods);
+        free(v->ledgers);
         free(v->workloads);
         free(v->podsets);
         free(v->domains);
@@ -66,7 +68,8 @@ static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool 
 
         v->nodes = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*v->nodes));
         v->pods = malloc((c->n_pods ? c->n_pods : 1) * sizeof(*v->pods));
-        if (!end || !node_flavor || !v->nodes || !v->pods)
+        v->ledgers = malloc((c->n_nodes ? c->n_nodes : 1) * SIM_GPUS_MAX * sizeof(*v->ledgers));
+        if (!end || !node_flavor || !v->nodes || !v->pods || !v->ledgers)
                 goto out;
         /* end[i + 1] counts node i's Pods, then end[i] is where node i's Pods end. */
         for (size_t k = 0; k < c->n_pods; k++)
@@ -81,9 +84,13 @@ static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool 
         for (size_t i = 0; i < c->n_nodes; i++) {
                 const struct sim_node *n = &c->nodes[i];
                 size_t first = i ? end[i - 1] : 0;
+                struct tsr_accel_ledger *l = &v->ledgers[i * SIM_GPUS_MAX];
 
                 if (node_flavor[i] < 0)
                         continue;
+                /* The memo's ledger; a node whose ledger fails is left to the judge to report. */
+                if (tsr_cluster_ledger(c, i, l, NULL))
+                        l = NULL;
                 v->nodes[v->n_nodes++] = (struct tsr_snapshot_node){
                     .name = n->name,
                     .present = true,
@@ -93,6 +100,7 @@ static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool 
                     .n = n->gpu_count,
                     .pods = &v->pods[first],
                     .n_pods = end[i] - first,
+                    .ledger = l,
                 };
         }
         ok = true;

@@ -108,6 +108,7 @@ static bool bind_one(struct tsr_cluster *c, struct sim_node_state *ns, size_t k)
         c->ip_seq++;
         snprintf(p->ip, sizeof(p->ip), "10.244.%d.%u", best % 256, 2 + c->ip_seq % 250);
         p->node = best;
+        sim_node_changed(c, best);
         p->message[0] = '\0';
         json_object_set_new(json_object_get(p->obj, "spec"), "nodeName",
                             json_string(c->nodes[best].name));

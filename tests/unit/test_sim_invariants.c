@@ -8,7 +8,10 @@
  *     the allocator's own packing, so Allocate must agree -- except for the documented
  *     replacement gap (the ledger frees a deleted Pod's partition before the reclaimer destroys
  *     the instance), which the allocator names in its message and which is counted here;
- *   - an admitted Pod whose Workload holds its quota is bound or finished, never lost.
+ *   - an admitted Pod whose Workload holds its quota is bound or finished, never lost;
+ *   - every node's ledger as the simulator serves it (tsr_cluster_ledger, memoized per node
+ *     generation) equals the one rebuilt now from the Pods bound there, and so do the requests
+ *     the scheduler charges to it (sim_node_states, memoized the same way): no change missed.
  * Several fixed seeds; every failure prints the seed and step.
  */
 #include <setjmp.h>
@@ -19,8 +22,14 @@
 
 #include "base/buf.h"
 #include "base/diag.h"
+#include "codec/admit_snapshot.h"
+#include "codec/pod_spec.h"
 #include "core/catalog.h"
+#include "sim/actors.h"
 #include "sim/cluster.h"
+#include "sim/resources.h"
+
+#include <stdlib.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -157,10 +166,81 @@ static void mark_bound(const struct tsr_cluster *c, bool *seen, unsigned steps)
         }
 }
 
+static bool same_ledger(const struct tsr_accel_ledger *a, const struct tsr_accel_ledger *b)
+{
+        if (a->mode != b->mode || a->allocated != b->allocated || a->remaining != b->remaining ||
+            a->allocated_slices != b->allocated_slices || a->live.n != b->live.n)
+                return false;
+        return !memcmp(a->live.inst, b->live.inst, a->live.n * sizeof(a->live.inst[0]));
+}
+
+/* Node i's served ledger against one rebuilt from its Pods now. */
+static void check_ledger(const struct tsr_cluster *c, size_t i, uint64_t seed, unsigned step)
+{
+        const struct sim_node *n = &c->nodes[i];
+        struct tsr_accel_ledger served[SIM_GPUS_MAX], fresh[SIM_GPUS_MAX];
+        json_t **pods = test_calloc(c->n_pods + 1, sizeof(*pods));
+        struct tsr_snapshot_node sn = {.name = n->name,
+                                       .present = true,
+                                       .product = n->product,
+                                       .caps = n->caps,
+                                       .n = n->gpu_count,
+                                       .pods = pods};
+        int a, b;
+
+        for (size_t k = 0; k < c->n_pods; k++)
+                if (c->pods[k].node == (int)i)
+                        pods[sn.n_pods++] = c->pods[k].obj;
+        a = tsr_cluster_ledger(c, i, served, NULL);
+        b = tsr_admit_snapshot_ledger(&sn, fresh, NULL);
+        test_free(pods);
+        if (a != b)
+                fail_msg("seed %llu step %u: node %s: ledger served %d, rebuilt %d",
+                         (unsigned long long)seed, step, n->name, a, b);
+        for (unsigned g = 0; !a && g < n->gpu_count; g++)
+                if (!same_ledger(&served[g], &fresh[g]))
+                        fail_msg("seed %llu step %u: node %s GPU %u: the served ledger is stale",
+                                 (unsigned long long)seed, step, n->name, g);
+}
+
+/* The scheduler's view of what node i's unfinished Pods request, against a sum made now. */
+static void check_used(const struct tsr_cluster *c, const struct sim_node_state *ns, size_t i,
+                       uint64_t seed, unsigned step)
+{
+        struct pod_resources fresh = {0};
+
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const struct sim_pod *p = &c->pods[k];
+                struct tsr_pod_spec *spec;
+                struct pod_resources r;
+
+                if (p->node != (int)i || tsr_cluster_pod_finished(p) ||
+                    tsr_pod_spec_new(p->obj, &spec, NULL))
+                        continue;
+                pod_spec_resources(&spec->req, &r);
+                sim_resources_charge(&fresh, &r, 1);
+                free(spec);
+        }
+        if (fresh.n != ns[i].used.n)
+                fail_msg("seed %llu step %u: node %s: %zu resources used, %zu served",
+                         (unsigned long long)seed, step, c->nodes[i].name, fresh.n, ns[i].used.n);
+        for (size_t r = 0; r < fresh.n; r++)
+                if (pod_resources_get(&ns[i].used, fresh.r[r].name) != fresh.r[r].value)
+                        fail_msg("seed %llu step %u: node %s: %s used is stale",
+                                 (unsigned long long)seed, step, c->nodes[i].name, fresh.r[r].name);
+}
+
 static void check_step(const struct tsr_cluster *c, uint64_t seed, unsigned step)
 {
         struct tsr_diag diag = {0};
+        struct sim_node_state *ns = sim_node_states(c);
 
+        assert_non_null(ns);
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                check_ledger(c, i, seed, step);
+                check_used(c, ns, i, seed, step);
+        }
+        sim_node_states_free(ns, c->n_nodes);
         if (tsr_cluster_check(c, &diag))
                 fail_msg("seed %llu step %u: %s", (unsigned long long)seed, step, diag.msg);
         for (size_t k = 0; k < c->n_pods; k++) {
