@@ -86,6 +86,12 @@ struct sim_node_state {
 /* The state of every node (free with sim_node_states_free), or NULL when out of memory. */
 struct sim_node_state *sim_node_states(const struct tsr_cluster *c);
 
+/*
+ * The requests of the unfinished Pods bound to node i, computed afresh from the Pods (what a
+ * state's used holds; the states keep it per node generation).
+ */
+void sim_node_used(const struct tsr_cluster *c, size_t i, struct pod_resources *out);
+
 /* Recomputes node i's state s (after a Pod was bound there). */
 void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *s, size_t i);
 

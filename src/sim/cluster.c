@@ -487,6 +487,23 @@ void sim_resources_charge(struct pod_resources *u, const struct pod_resources *r
                                       : req->r[r].value * (int64_t)count);
 }
 
+void sim_node_used(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
+{
+        out->n = 0;
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const struct sim_pod *p = &c->pods[k];
+                struct tsr_pod_spec *spec;
+                struct pod_resources r;
+
+                if (p->node != (int)i || tsr_cluster_pod_finished(p) ||
+                    tsr_pod_spec_new(p->obj, &spec, NULL))
+                        continue;
+                pod_spec_resources(&spec->req, &r);
+                sim_resources_charge(out, &r, 1);
+                free(spec);
+        }
+}
+
 void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *s, size_t i)
 {
         struct sim_ledger_memo *memo = c->nodes[i].memo;
@@ -499,19 +516,7 @@ void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *
                 memcpy(s->used.r, memo->used.r, memo->used.n * sizeof(memo->used.r[0]));
                 return;
         }
-        s->used.n = 0;
-        for (size_t k = 0; k < c->n_pods; k++) {
-                const struct sim_pod *p = &c->pods[k];
-                struct tsr_pod_spec *spec;
-                struct pod_resources r;
-
-                if (p->node != (int)i || tsr_cluster_pod_finished(p) ||
-                    tsr_pod_spec_new(p->obj, &spec, NULL))
-                        continue;
-                pod_spec_resources(&spec->req, &r);
-                sim_resources_charge(&s->used, &r, 1);
-                free(spec);
-        }
+        sim_node_used(c, i, &s->used);
         memo->used.n = s->used.n;
         memcpy(memo->used.r, s->used.r, s->used.n * sizeof(s->used.r[0]));
         memo->used_gen = c->nodes[i].gen;

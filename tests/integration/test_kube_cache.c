@@ -924,6 +924,18 @@ static bool cache_healthy(struct tsr_kube_cache *c, enum tsr_kube_cache_resource
         return !st.stale && st.seconds_failing == 0;
 }
 
+/* A cache of the fake world's client with options o, synced. */
+static struct tsr_kube_cache *own_cache(const struct tsr_kube_cache_opts *o)
+{
+        struct tsr_kube_cache *c;
+        struct tsr_diag diag;
+
+        tsr_diag_clear(&diag);
+        assert_int_equal(tsr_kube_cache_new_opts(FW.client, o, &c, &diag), 0);
+        assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
+        return c;
+}
+
 static void test_gone_every_watch_backs_off(void **state)
 {
         /* Its own cache, ClusterQueues only, with a backoff that shows against the fake's pace. */
@@ -937,13 +949,10 @@ static void test_gone_every_watch_backs_off(void **state)
         struct tsr_kube_cache_stats s0, st;
         struct tsr_buf m = TSR_BUF_INIT;
         struct tsr_kube_cache *c;
-        struct tsr_diag diag;
         unsigned long lists;
 
         (void)state;
-        tsr_diag_clear(&diag);
-        assert_int_equal(tsr_kube_cache_new_opts(FW.client, &o, &c, &diag), 0);
-        assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
+        c = own_cache(&o);
         tsr_kube_cache_stats(c, cq, &s0);
         json_decref(fake_control(&F, "fail",
                                  "{\"status\":410,\"count\":-1,\"watch\":true,"
@@ -988,12 +997,9 @@ static void test_stalled_watch(void **state)
         struct tsr_kube_cache_stats s0, st;
         struct tsr_buf m = TSR_BUF_INIT;
         struct tsr_kube_cache *c;
-        struct tsr_diag diag;
 
         (void)state;
-        tsr_diag_clear(&diag);
-        assert_int_equal(tsr_kube_cache_new_opts(FW.client, &o, &c, &diag), 0);
-        assert_true(tsr_kube_cache_wait_synced(c, WAIT_MS));
+        c = own_cache(&o);
         sleep_ms(1500); /* bookmarks keep a quiet watch alive past the stall limit */
         tsr_kube_cache_stats(c, cq, &s0);
         assert_int_equal(s0.stalls, 0);

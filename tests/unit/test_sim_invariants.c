@@ -10,8 +10,9 @@
  *     the instance), which the allocator names in its message and which is counted here;
  *   - an admitted Pod whose Workload holds its quota is bound or finished, never lost;
  *   - every node's ledger as the simulator serves it (tsr_cluster_ledger, memoized per node
- *     generation) equals the one rebuilt now from the Pods bound there, and so do the requests
- *     the scheduler charges to it (sim_node_states, memoized the same way): no change missed.
+ *     generation) equals the one rebuilt now from the Pods bound there, and the requests the
+ *     scheduler charges to it (sim_node_states, memoized the same way) equal sim_node_used's,
+ *     computed now: no change missed.
  * Several fixed seeds; every failure prints the seed and step.
  */
 #include <setjmp.h>
@@ -23,15 +24,13 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "codec/admit_snapshot.h"
-#include "codec/pod_spec.h"
 #include "core/catalog.h"
 #include "sim/actors.h"
 #include "sim/cluster.h"
 #include "sim/resources.h"
 
-#include <stdlib.h>
-
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define H100_QUEUE "gpustack-fnv64-e4768a65ca0ce96b"
@@ -203,44 +202,36 @@ static void check_ledger(const struct tsr_cluster *c, size_t i, uint64_t seed, u
                                  (unsigned long long)seed, step, n->name, g);
 }
 
-/* The scheduler's view of what node i's unfinished Pods request, against a sum made now. */
-static void check_used(const struct tsr_cluster *c, const struct sim_node_state *ns, size_t i,
-                       uint64_t seed, unsigned step)
+/* The scheduler's view of what each node's unfinished Pods request against the same afresh. */
+static void check_used(const struct tsr_cluster *c, uint64_t seed, unsigned step)
 {
-        struct pod_resources fresh = {0};
+        struct sim_node_state *served = sim_node_states(c);
+        struct pod_resources *fresh = test_malloc(sizeof(*fresh));
 
-        for (size_t k = 0; k < c->n_pods; k++) {
-                const struct sim_pod *p = &c->pods[k];
-                struct tsr_pod_spec *spec;
-                struct pod_resources r;
-
-                if (p->node != (int)i || tsr_cluster_pod_finished(p) ||
-                    tsr_pod_spec_new(p->obj, &spec, NULL))
-                        continue;
-                pod_spec_resources(&spec->req, &r);
-                sim_resources_charge(&fresh, &r, 1);
-                free(spec);
+        assert_non_null(served);
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                sim_node_used(c, i, fresh);
+                if (fresh->n != served[i].used.n)
+                        fail_msg("seed %llu step %u: node %s: %zu resources used, %zu served",
+                                 (unsigned long long)seed, step, c->nodes[i].name, fresh->n,
+                                 served[i].used.n);
+                for (size_t r = 0; r < fresh->n; r++)
+                        if (pod_resources_get(&served[i].used, fresh->r[r].name) !=
+                            fresh->r[r].value)
+                                fail_msg("seed %llu step %u: node %s: %s used is stale",
+                                         (unsigned long long)seed, step, c->nodes[i].name,
+                                         fresh->r[r].name);
         }
-        if (fresh.n != ns[i].used.n)
-                fail_msg("seed %llu step %u: node %s: %zu resources used, %zu served",
-                         (unsigned long long)seed, step, c->nodes[i].name, fresh.n, ns[i].used.n);
-        for (size_t r = 0; r < fresh.n; r++)
-                if (pod_resources_get(&ns[i].used, fresh.r[r].name) != fresh.r[r].value)
-                        fail_msg("seed %llu step %u: node %s: %s used is stale",
-                                 (unsigned long long)seed, step, c->nodes[i].name, fresh.r[r].name);
+        test_free(fresh);
+        sim_node_states_free(served, c->n_nodes);
 }
 
 static void check_step(const struct tsr_cluster *c, uint64_t seed, unsigned step)
 {
         struct tsr_diag diag = {0};
-        struct sim_node_state *ns = sim_node_states(c);
-
-        assert_non_null(ns);
-        for (size_t i = 0; i < c->n_nodes; i++) {
+        for (size_t i = 0; i < c->n_nodes; i++)
                 check_ledger(c, i, seed, step);
-                check_used(c, ns, i, seed, step);
-        }
-        sim_node_states_free(ns, c->n_nodes);
+        check_used(c, seed, step);
         if (tsr_cluster_check(c, &diag))
                 fail_msg("seed %llu step %u: %s", (unsigned long long)seed, step, diag.msg);
         for (size_t k = 0; k < c->n_pods; k++) {
