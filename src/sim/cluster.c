@@ -34,8 +34,10 @@ void tsr_cluster_init(struct tsr_cluster *c)
 
 /*
  * What was computed from a node's Pods at a generation, served again until sim_node_changed moves
- * the node's generation: the ledger tsr_cluster_ledger built (with its result), and the requests
- * of the unfinished Pods bound there (sim_node_state_refresh's used).
+ * the node's generation: the ledger tsr_cluster_ledger built (with its result), the node keys
+ * projected from it, the labels (fit labels included), and the requests of the unfinished Pods
+ * bound there (sim_node_state_refresh's used). labels is a reference of the memo's own; callers
+ * get another and only read it.
  */
 struct sim_ledger_memo {
         bool valid;
@@ -43,10 +45,22 @@ struct sim_ledger_memo {
         int rc;
         struct tsr_diag diag;
         struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
+        bool keys_valid;
+        unsigned long keys_gen;
+        struct tsr_node_keys keys;
+        json_t *labels;
+        unsigned long labels_gen;
         bool used_valid;
         unsigned long used_gen;
         struct pod_resources used;
 };
+
+static void memo_free(struct sim_ledger_memo *m)
+{
+        if (m)
+                json_decref(m->labels);
+        free(m);
+}
 
 static void workload_release(struct sim_workload *w)
 {
@@ -59,7 +73,7 @@ static void workload_release(struct sim_workload *w)
 void tsr_cluster_release(struct tsr_cluster *c)
 {
         for (size_t i = 0; i < c->n_nodes; i++) {
-                free(c->nodes[i].memo);
+                memo_free(c->nodes[i].memo);
                 tsr_mig_reclaimer_free(c->nodes[i].reclaimer);
                 tsr_mig_store_free(c->nodes[i].markers);
                 tsr_fake_gpus_free(c->nodes[i].gpus);
@@ -209,12 +223,14 @@ int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_mi
                 if (rc) {
                         tsr_mig_store_free(n->markers);
                         tsr_fake_gpus_free(n->gpus);
-                        free(n->memo);
+                        memo_free(n->memo);
                         return tsr_diag_set(diag, rc, "node \"%s\": cannot create its GPUs", name);
                 }
         }
         c->n_nodes++;
         chain_refresh(c, c->n_nodes); /* chain_admits made the room */
+        c->n_pools = 0; /* the nodes only change here: the pools are derived once per node */
+        tsr_chain_pools(c->chain, c->n_nodes, c->pools, TSR_CHAIN_POOLS_MAX, &c->n_pools, NULL);
         if (product)
                 tsr_cluster_redetect(c, c->n_nodes - 1);
         return 0;
@@ -319,17 +335,29 @@ int tsr_cluster_node_keys(const struct tsr_cluster *c, size_t i, struct tsr_node
                           struct tsr_diag *diag)
 {
         const struct sim_node *n = &c->nodes[i];
+        struct sim_ledger_memo *m = n->memo;
         struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
         int rc;
 
         out->n = 0;
         if (!n->product)
                 return 0;
+        if (m->keys_valid && m->keys_gen == n->gen) {
+                out->n = m->keys.n;
+                memcpy(out->keys, m->keys.keys, m->keys.n * sizeof(m->keys.keys[0]));
+                return 0;
+        }
         rc = tsr_cluster_ledger(c, i, ledger, diag);
-        if (rc)
-                return rc;
-        return tsr_node_keys_project(tsr_catalog_manufacturer(n->product->manufacturer), n->caps,
-                                     ledger, n->gpu_count, out, diag);
+        if (!rc)
+                rc = tsr_node_keys_project(tsr_catalog_manufacturer(n->product->manufacturer),
+                                           n->caps, ledger, n->gpu_count, out, diag);
+        if (!rc) { /* only what succeeded is kept */
+                m->keys.n = out->n;
+                memcpy(m->keys.keys, out->keys, out->n * sizeof(out->keys[0]));
+                m->keys_gen = n->gen;
+                m->keys_valid = true;
+        }
+        return rc;
 }
 
 static int set_label(json_t *labels, const char *key, const char *value)
@@ -340,10 +368,14 @@ static int set_label(json_t *labels, const char *key, const char *value)
 json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i)
 {
         const struct sim_node *n = &c->nodes[i];
+        struct sim_ledger_memo *m = n->memo;
         struct tsr_chain_labels features;
-        json_t *labels = json_object();
+        json_t *labels;
         int rc;
 
+        if (m->labels && m->labels_gen == n->gen)
+                return json_incref(m->labels);
+        labels = json_object();
         if (!labels)
                 return NULL;
         /* the kubelet's */
@@ -363,6 +395,9 @@ json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i)
                 json_decref(labels);
                 return NULL;
         }
+        json_decref(m->labels);
+        m->labels = json_incref(labels);
+        m->labels_gen = n->gen;
         return labels;
 }
 
@@ -402,8 +437,8 @@ json_t *tsr_cluster_node_allocatable(const struct tsr_cluster *c, size_t i)
 
 void tsr_cluster_pools(const struct tsr_cluster *c, struct tsr_chain_pool *pools, size_t *n)
 {
-        *n = 0;
-        tsr_chain_pools(c->chain, c->n_nodes, pools, TSR_CHAIN_POOLS_MAX, n, NULL);
+        memcpy(pools, c->pools, c->n_pools * sizeof(*pools));
+        *n = c->n_pools;
 }
 
 const struct tsr_chain_pool *tsr_cluster_pool_by_entrance(const struct tsr_chain_pool *pools,

@@ -140,6 +140,8 @@ struct tsr_cluster {
         size_t n_nodes;
         struct sim_node *nodes;
         struct tsr_chain_node *chain; /* nodes[i] as the Kueue chain reads it (core/chain.h) */
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX]; /* what the chain derives, kept by */
+        size_t n_pools;                                   /* tsr_cluster_add_node */
         size_t n_pods, cap_pods;
         struct sim_pod *pods;
         size_t n_workloads, cap_workloads;
@@ -193,7 +195,8 @@ int tsr_cluster_node_keys(const struct tsr_cluster *c, size_t i, struct tsr_node
                           struct tsr_diag *diag);
 
 /*
- * Node i's labels as the API server holds them (a new object, json_decref): the kubelet's
+ * Node i's labels as the API server holds them (a reference to release with json_decref; the
+ * object is shared with the node's memo, so callers only read it): the kubelet's
  * hostname, os and arch, the chain's feature labels (core/chain.h: the managed mark, the topology
  * profile, the general key, the accelerator model and count) and the per-card fit labels.
  * Returns NULL only when out of memory.

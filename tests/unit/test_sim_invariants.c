@@ -24,6 +24,8 @@
 #include "base/buf.h"
 #include "base/diag.h"
 #include "codec/admit_snapshot.h"
+#include "codec/devices_object.h"
+#include "core/node_keys.h"
 #include "core/catalog.h"
 #include "sim/actors.h"
 #include "sim/cluster.h"
@@ -173,6 +175,44 @@ static bool same_ledger(const struct tsr_accel_ledger *a, const struct tsr_accel
         return !memcmp(a->live.inst, b->live.inst, a->live.n * sizeof(a->live.inst[0]));
 }
 
+/* Node i's served keys and fit labels against those projected from its ledger fresh. */
+static void check_projections(const struct tsr_cluster *c, size_t i,
+                              const struct tsr_accel_ledger *fresh, uint64_t seed, unsigned step)
+{
+        const struct sim_node *n = &c->nodes[i];
+        struct tsr_node_keys *served = test_malloc(sizeof(*served)),
+                             *want = test_malloc(sizeof(*want));
+        json_t *labels = tsr_cluster_node_labels(c, i), *fit = json_object();
+        const char *key;
+        json_t *value;
+
+        assert_int_equal(tsr_cluster_node_keys(c, i, served, NULL), 0);
+        assert_int_equal(tsr_node_keys_project(tsr_catalog_manufacturer(n->product->manufacturer),
+                                               n->caps, fresh, n->gpu_count, want, NULL),
+                         0);
+        if (served->n != want->n)
+                fail_msg("seed %llu step %u: node %s: %zu keys served, %zu projected",
+                         (unsigned long long)seed, step, n->name, served->n, want->n);
+        for (size_t k = 0; k < want->n; k++)
+                if (strcmp(served->keys[k].name, want->keys[k].name) ||
+                    served->keys[k].allocatable != want->keys[k].allocatable ||
+                    served->keys[k].capacity != want->keys[k].capacity)
+                        fail_msg("seed %llu step %u: node %s: key %s is stale",
+                                 (unsigned long long)seed, step, n->name, want->keys[k].name);
+        assert_non_null(labels);
+        assert_int_equal(tsr_devices_fit_labels(n->caps, fresh, n->gpu_count, fit, NULL), 0);
+        json_object_foreach(fit, key, value)
+        {
+                if (!json_equal(json_object_get(labels, key), value))
+                        fail_msg("seed %llu step %u: node %s: fit label %s is stale",
+                                 (unsigned long long)seed, step, n->name, key);
+        }
+        json_decref(fit);
+        json_decref(labels);
+        test_free(served);
+        test_free(want);
+}
+
 /* Node i's served ledger against one rebuilt from its Pods now. */
 static void check_ledger(const struct tsr_cluster *c, size_t i, uint64_t seed, unsigned step)
 {
@@ -200,6 +240,8 @@ static void check_ledger(const struct tsr_cluster *c, size_t i, uint64_t seed, u
                 if (!same_ledger(&served[g], &fresh[g]))
                         fail_msg("seed %llu step %u: node %s GPU %u: the served ledger is stale",
                                  (unsigned long long)seed, step, n->name, g);
+        if (!a && n->product)
+                check_projections(c, i, fresh, seed, step);
 }
 
 /* The scheduler's view of what each node's unfinished Pods request against the same afresh. */
