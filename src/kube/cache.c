@@ -10,7 +10,7 @@
  * once. A 401 or 403 also sends the watcher back to list (after the backoff), and a 410, 401 or 403
  * marks the resource stale (c->stale, st.stale) until that list completes: the map is kept and
  * still served, but it is known to miss changes (tsr_kube_cache_current). A watch silent for
- * opts.watch_stall_s (libcurl's low-speed limit: no byte at all, bookmarks included) is a stall:
+ * opts.watch_stall_s (no byte at all, headers, events and bookmarks counted) is a stall:
  * counted, logged, the resource stale until the next event, bookmark or list, and the watch
  * resumed at once from the resume point (history is not lost, so no list is needed).
  *

@@ -12,6 +12,7 @@
 #include "base/diag.h"
 #include "base/fnv.h"
 #include "base/err.h"
+#include "base/timespec.h"
 #include "kube/config.h"
 #include "kube/kube_int.h"
 
@@ -28,7 +29,6 @@
 #define DEFAULT_MAX_BODY           ((size_t)256 << 20)
 #define TOKEN_FILE_MAX             ((size_t)64 << 10)
 #define WATCH_TIMEOUT_MARGIN_S     30L
-#define STALL_SLACK_MS             1000L /* a stall ends this much before the overall deadline */
 #define LIST_PAGES_MAX             10000 /* 5,000,000 objects at the cache's 500 a page */
 #define CONTINUE_SEEN              8     /* a loop of up to this many pages is caught at once */
 
@@ -307,15 +307,33 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
         return n;
 }
 
-/* Runs h to completion or cancel. Returns curl's result for the transfer. */
-static CURLcode perform(CURL *h, struct tsr_kube_cancel *cancel, bool *cancelled)
+/* Bytes h has received so far, headers included. */
+static curl_off_t received(CURL *h)
+{
+        curl_off_t body = 0;
+        long headers = 0;
+
+        curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &body);
+        curl_easy_getinfo(h, CURLINFO_HEADER_SIZE, &headers);
+        return body + headers;
+}
+
+/*
+ * Runs h to completion, cancel, or stall_ms (> 0) without a byte received (*stalled, the result
+ * OPERATION_TIMEDOUT). Returns curl's result for the transfer.
+ */
+static CURLcode perform(CURL *h, struct tsr_kube_cancel *cancel, long stall_ms, bool *cancelled,
+                        bool *stalled)
 {
         CURLcode result = CURLE_FAILED_INIT;
         CURLM *m = curl_multi_init();
         CURLMsg *msg;
         int running = 1, left;
+        int64_t last_byte_ms = tsr_monotonic_ms();
+        curl_off_t seen = 0;
+        int poll_ms = stall_ms > 0 && stall_ms < 4000 ? (int)(stall_ms / 4) : 1000;
 
-        *cancelled = false;
+        *cancelled = *stalled = false;
         if (!m)
                 return CURLE_OUT_OF_MEMORY;
         if (curl_multi_add_handle(m, h)) {
@@ -335,7 +353,20 @@ static CURLcode perform(CURL *h, struct tsr_kube_cancel *cancel, bool *cancelled
                 }
                 if (curl_multi_perform(m, &running) != CURLM_OK)
                         break;
-                if (running && curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK)
+                if (stall_ms > 0 && running) {
+                        curl_off_t now_seen = received(h);
+                        int64_t now = tsr_monotonic_ms();
+
+                        if (now_seen != seen) {
+                                seen = now_seen;
+                                last_byte_ms = now;
+                        } else if (now - last_byte_ms >= stall_ms) {
+                                *stalled = true;
+                                result = CURLE_OPERATION_TIMEDOUT;
+                                break;
+                        }
+                }
+                if (running && curl_multi_poll(m, NULL, 0, poll_ms, NULL) != CURLM_OK)
                         break;
         }
         while ((msg = curl_multi_info_read(m, &left)))
@@ -412,20 +443,6 @@ struct request {
 };
 
 /*
- * Whether h timed out on rq's stall limit rather than its overall timeout: both are curl's
- * OPERATION_TIMEDOUT, but the stall comes well before the overall deadline.
- */
-static bool stalled(CURL *h, const struct request *rq, CURLcode cc)
-{
-        curl_off_t us = 0;
-
-        if (cc != CURLE_OPERATION_TIMEDOUT || rq->stall_s <= 0)
-                return false;
-        curl_easy_getinfo(h, CURLINFO_TOTAL_TIME_T, &us);
-        return !rq->timeout_ms || us / 1000 + STALL_SLACK_MS < rq->timeout_ms;
-}
-
-/*
  * Runs one request into t (initialised by the caller). Returns 0 for a 2xx, else the mapped
  * code with diag; res->http set either way.
  */
@@ -437,7 +454,7 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
         char errbuf[CURL_ERROR_SIZE] = "";
         struct curl_header *ra;
         char *token = NULL, *url = NULL;
-        bool cancelled;
+        bool cancelled, stalled;
         CURLcode cc;
         long http = 0;
         int rc = 0;
@@ -503,10 +520,6 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
         curl_easy_setopt(t->h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
         curl_easy_setopt(t->h, CURLOPT_TIMEOUT_MS, rq->timeout_ms);
         curl_easy_setopt(t->h, CURLOPT_TCP_KEEPALIVE, 1L);
-        if (rq->stall_s > 0) { /* under 1 byte/s for stall_s: nothing came at all */
-                curl_easy_setopt(t->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-                curl_easy_setopt(t->h, CURLOPT_LOW_SPEED_TIME, rq->stall_s);
-        }
         curl_easy_setopt(t->h, CURLOPT_USERAGENT, c->user_agent);
         curl_easy_setopt(t->h, CURLOPT_HTTPHEADER, hdrs);
         curl_easy_setopt(t->h, CURLOPT_ACCEPT_ENCODING, "");
@@ -537,7 +550,7 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
         curl_easy_setopt(t->h, CURLOPT_WRITEFUNCTION, on_write);
         curl_easy_setopt(t->h, CURLOPT_WRITEDATA, t);
 
-        cc = perform(t->h, rq->cancel, &cancelled);
+        cc = perform(t->h, rq->cancel, rq->stall_s * 1000, &cancelled, &stalled);
         curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &http);
         res->http = http;
         if (curl_easy_header(t->h, "Retry-After", 0, CURLH_HEADER, -1, &ra) == CURLHE_OK &&
@@ -558,7 +571,7 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
                                   rq->method, path_len(rq->path), rq->path, t->body.max - 1);
         } else if (http >= 300 || (http && http < 200)) {
                 rc = http_error(rq->method, rq->path, http, &t->body, diag);
-        } else if (stalled(t->h, rq, cc)) {
+        } else if (stalled) {
                 res->stalled = true;
                 rc = tsr_diag_set(diag, TSR_EIO,
                                   "%s %.*s: stalled: nothing received for %ld s (no event, no "

@@ -75,11 +75,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IT_PATH "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
-#define CQ_PATH "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
-#define LQ_NS   "/apis/kueue.x-k8s.io/v1beta2/namespaces/"
-#define POD_NS  "/api/v1/namespaces/"
-#define WAIT_MS 10000
+#define IT_PATH      "/apis/worker.gpustack.ai/v1alpha1/instancetypes"
+#define CQ_PATH      "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+#define LQ_NS        "/apis/kueue.x-k8s.io/v1beta2/namespaces/"
+#define POD_NS       "/api/v1/namespaces/"
+#define WAIT_MS      10000
+#define STALL_S      2 /* test_stalled_watch's stall limit, and as text: */
+#define STALL_S_TEXT "2 s"
 
 /* How many watchers the main cache (the default, webhook mask) runs. */
 #define WEBHOOK_WATCHERS __builtin_popcount(TSR_KUBE_CACHE_WEBHOOK_RESOURCES)
@@ -980,40 +982,52 @@ static void test_gone_every_watch_backs_off(void **state)
 
 /*
  * A watch that brings nothing, not even the bookmarks a real watch cache sends a minute (here
- * every 0.2 s), is cut after the stall limit (1 s here; 150 s by default) instead of the watch's
+ * every 0.2 s), is cut after the stall limit (2 s here; 150 s by default) instead of the watch's
  * timeout plus a margin: counted, logged as the last error, the resource stale (not current)
  * until the watch delivers again, which it does from the resume point without a list; held back
  * events arrive. A watch request the server holds unanswered stalls the same way.
  */
-static void test_stalled_watch(void **state)
+static int stalled_setup(void **state)
 {
         struct tsr_kube_cache_opts o = {.backoff_initial_ms = 20,
                                         .backoff_max_ms = 200,
                                         .watch_timeout_s = 30,
-                                        .watch_stall_s = 1,
+                                        .watch_stall_s = STALL_S,
                                         .resources =
                                             TSR_KUBE_CACHE_BIT(TSR_KUBE_CACHE_CLUSTERQUEUES)};
+
+        *state = own_cache(&o);
+        return 0;
+}
+
+static int stalled_teardown(void **state)
+{
+        tsr_kube_cache_free(*state); /* also when the test failed: no watcher outlives it */
+        json_decref(fake_control(&F, "mute", "{\"muted\":false}"));
+        json_decref(fake_control(&F, "pause", "{\"paused\":false}"));
+        return 0;
+}
+
+static void test_stalled_watch(void **state)
+{
+        struct tsr_kube_cache *c = *state;
         enum tsr_kube_cache_resource cq = TSR_KUBE_CACHE_CLUSTERQUEUES;
         struct tsr_kube_cache_stats s0, st;
         struct tsr_buf m = TSR_BUF_INIT;
-        struct tsr_kube_cache *c;
 
-        (void)state;
-        c = own_cache(&o);
-        sleep_ms(1500); /* bookmarks keep a quiet watch alive past the stall limit */
+        /* The fake's bookmarks (every 0.2 s) keep the quiet watch alive. */
+        EVENTUALLY(tsr_kube_cache_current(c), "current before the silence");
         tsr_kube_cache_stats(c, cq, &s0);
-        assert_int_equal(s0.stalls, 0);
-        assert_true(tsr_kube_cache_current(c));
 
         /* Connected, its headers sent, then silence. */
         json_decref(fake_control(&F, "mute", "{\"muted\":true,\"match\":\"clusterqueues\"}"));
         create_cq(&FW, "cq-muted");
-        EVENTUALLY(stats_of(c, cq).stalls >= 1, "the silent watch is cut as stalled");
+        EVENTUALLY(stats_of(c, cq).stalls > s0.stalls, "the silent watch is cut as stalled");
         tsr_kube_cache_stats(c, cq, &st);
         assert_true(st.stale);
         assert_false(tsr_kube_cache_current(c));
         assert_true(tsr_kube_cache_synced(c)); /* it serves what it held */
-        assert_non_null(strstr(st.last_error, "stalled: nothing received for 1 s"));
+        assert_non_null(strstr(st.last_error, "stalled: nothing received for " STALL_S_TEXT));
         assert_false(cache_has_cq(c, "cq-muted"));
         assert_int_equal(tsr_kube_cache_render_metrics(c, &m), 0);
         assert_non_null(
@@ -1038,7 +1052,6 @@ static void test_stalled_watch(void **state)
         EVENTUALLY(tsr_kube_cache_current(c), "and is current again");
         fake_delete(&F, CQ_PATH "/cq-muted");
         fake_delete(&F, CQ_PATH "/cq-unheld");
-        tsr_kube_cache_free(c);
 }
 
 /*
@@ -1141,7 +1154,7 @@ int main(void)
             cmocka_unit_test(test_dropped_watch),
             cmocka_unit_test(test_failures_backoff),
             cmocka_unit_test(test_gone_every_watch_backs_off),
-            cmocka_unit_test(test_stalled_watch),
+            cmocka_unit_test_setup_teardown(test_stalled_watch, stalled_setup, stalled_teardown),
             cmocka_unit_test(test_not_found_later_keeps_objects),
             cmocka_unit_test(test_token_rotation),
             cmocka_unit_test(test_shutdown_held_and_gone),
