@@ -1,6 +1,7 @@
 /*
- * admit.c - the node-devices check: charge the inflight Workloads on scratch copies of the
- * ledgers, then place this Workload's Pods one by one with the allocator's own packing.
+ * admit.c - the node-devices check: charge the inflight Workloads on the pool's copies of the
+ * ledgers, then place this Workload's Pods one by one with the allocator's own packing, undoing
+ * what the verdict placed before it returns.
  */
 #include "core/admit.h"
 
@@ -29,74 +30,251 @@ const char *tsr_check_state_name(enum tsr_check_state s)
         return "Pending";
 }
 
-struct scratch {
-        struct tsr_accel_ledger *ledger; /* per node, n accelerators each, at offsets[k] */
-        size_t *offset;
+/* What a walk without a hostname-level assignment learnt: for this flavor and demand, no node
+ * before by_name[from] can host one Pod of the base. */
+struct fit_memo {
+        bool used;
+        unsigned flavor;
+        struct tsr_demand demand;
+        size_t from;
 };
 
-static struct tsr_accel_ledger *ledger_of(const struct scratch *s, size_t node)
+#define FIT_MEMOS 16
+
+/* One node a verdict changed: its ledger before, at saved[at]. */
+struct undo {
+        size_t node, at;
+};
+
+struct tsr_admit_pool {
+        struct tsr_admit_node *nodes; /* .ledger unused: the node's ledger is at offset[k] */
+        size_t n, cap;
+        size_t *offset;
+        struct tsr_accel_ledger *ledger;
+        size_t n_accels, accel_cap;
+        size_t *by_name; /* node indexes in name order */
+        /* the verdict in progress: a node is saved once, when stamp[k] == epoch */
+        unsigned *stamp, epoch;
+        struct undo *undo;
+        size_t n_undo, undo_cap;
+        struct tsr_accel_ledger *saved;
+        size_t n_saved, saved_cap;
+        struct fit_memo memo[FIT_MEMOS];
+        unsigned memo_next;
+};
+
+static struct tsr_accel_ledger *ledger_of(const struct tsr_admit_pool *p, size_t node)
 {
-        return &s->ledger[s->offset[node]];
+        return &p->ledger[p->offset[node]];
 }
 
-static int scratch_init(struct scratch *s, const struct tsr_admit_node *nodes, size_t n_nodes)
+/* Grows *v (of *cap elements of size) to hold need; false when out of memory. */
+static bool reserve(void **v, size_t *cap, size_t need, size_t size)
 {
-        size_t total = 0;
+        size_t want = *cap ? *cap : 16;
+        void *grown;
 
-        s->offset = malloc((n_nodes ? n_nodes : 1) * sizeof(*s->offset));
-        if (!s->offset)
-                return TSR_ENOMEM;
-        for (size_t k = 0; k < n_nodes; k++) {
-                s->offset[k] = total;
-                total += nodes[k].n;
-        }
-        s->ledger = malloc((total ? total : 1) * sizeof(*s->ledger));
-        if (!s->ledger) {
-                free(s->offset);
-                return TSR_ENOMEM;
-        }
-        for (size_t k = 0; k < n_nodes; k++)
-                if (nodes[k].n)
-                        memcpy(ledger_of(s, k), nodes[k].ledger,
-                               nodes[k].n * sizeof(*nodes[k].ledger));
+        if (need <= *cap)
+                return true;
+        while (want < need)
+                want *= 2;
+        grown = realloc(*v, want * size);
+        if (!grown)
+                return false;
+        *v = grown;
+        *cap = want;
+        return true;
+}
+
+static void forget_walks(struct tsr_admit_pool *p)
+{
+        memset(p->memo, 0, sizeof(p->memo));
+}
+
+/* Grows the per-node arrays to hold need nodes; false when out of memory. */
+static bool reserve_nodes(struct tsr_admit_pool *p, size_t need)
+{
+        size_t cap = p->cap, c2 = p->cap, c3 = p->cap, c4 = p->cap;
+
+        if (!reserve((void **)&p->nodes, &cap, need, sizeof(*p->nodes)) ||
+            !reserve((void **)&p->offset, &c2, need, sizeof(*p->offset)) ||
+            !reserve((void **)&p->by_name, &c3, need, sizeof(*p->by_name)) ||
+            !reserve((void **)&p->stamp, &c4, need, sizeof(*p->stamp)))
+                return false;
+        p->cap = cap;
+        return true;
+}
+
+/* Appends node k's entry and ledger; the caller orders by_name. */
+static void append_node(struct tsr_admit_pool *p, const struct tsr_admit_node *node)
+{
+        size_t k = p->n++;
+
+        p->nodes[k] = *node;
+        p->nodes[k].ledger = NULL;
+        p->offset[k] = p->n_accels;
+        p->stamp[k] = 0;
+        if (node->n)
+                memcpy(&p->ledger[p->n_accels], node->ledger, node->n * sizeof(*node->ledger));
+        p->n_accels += node->n;
+}
+
+int tsr_admit_pool_add(struct tsr_admit_pool *p, const struct tsr_admit_node *node,
+                       size_t *index, struct tsr_diag *diag)
+{
+        size_t k = p->n, at = p->n;
+
+        if (!reserve_nodes(p, k + 1) ||
+            !reserve((void **)&p->ledger, &p->accel_cap, p->n_accels + node->n + 1,
+                     sizeof(*p->ledger)))
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        append_node(p, node);
+        while (at > 0 && strcmp(p->nodes[p->by_name[at - 1]].name, node->name) > 0)
+                at--;
+        memmove(&p->by_name[at + 1], &p->by_name[at], (k - at) * sizeof(*p->by_name));
+        p->by_name[at] = k;
+        forget_walks(p);
+        *index = k;
         return 0;
 }
 
-static void scratch_release(struct scratch *s)
+size_t tsr_admit_pool_nodes(const struct tsr_admit_pool *p)
 {
-        free(s->ledger);
-        free(s->offset);
+        return p->n;
 }
 
-/* Places one Pod of ps on node k; 0 or TSR_ENOSPC. */
-static int place_pod(const struct tsr_admit_node *nodes, struct scratch *s, size_t k,
-                     const struct tsr_admit_podset *ps)
+static int by_node_name(const void *a, const void *b)
 {
-        if (!nodes[k].present || nodes[k].flavor != ps->flavor)
+        const struct tsr_admit_node *x = *(const struct tsr_admit_node *const *)a;
+        const struct tsr_admit_node *y = *(const struct tsr_admit_node *const *)b;
+        int c = strcmp(x->name, y->name);
+
+        return c ? c : (x > y) - (x < y);
+}
+
+int tsr_admit_pool_new(const struct tsr_admit_node *nodes, size_t n_nodes,
+                       struct tsr_admit_pool **out, struct tsr_diag *diag)
+{
+        struct tsr_admit_pool *p = calloc(1, sizeof(*p));
+        const struct tsr_admit_node **order = malloc((n_nodes + 1) * sizeof(*order));
+        size_t total = 0;
+
+        for (size_t k = 0; k < n_nodes; k++)
+                total += nodes[k].n;
+        if (!p || !order || !reserve_nodes(p, n_nodes + 1) ||
+            !reserve((void **)&p->ledger, &p->accel_cap, total + 1, sizeof(*p->ledger))) {
+                free(order);
+                tsr_admit_pool_free(p);
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        }
+        p->epoch = 1;
+        for (size_t k = 0; k < n_nodes; k++) {
+                append_node(p, &nodes[k]);
+                order[k] = &p->nodes[k];
+        }
+        qsort(order, n_nodes, sizeof(*order), by_node_name);
+        for (size_t i = 0; i < n_nodes; i++)
+                p->by_name[i] = (size_t)(order[i] - p->nodes);
+        free(order);
+        *out = p;
+        return 0;
+}
+
+void tsr_admit_pool_free(struct tsr_admit_pool *p)
+{
+        if (!p)
+                return;
+        free(p->nodes);
+        free(p->offset);
+        free(p->ledger);
+        free(p->by_name);
+        free(p->stamp);
+        free(p->undo);
+        free(p->saved);
+        free(p);
+}
+
+/*
+ * Places one Pod of ps on node k; 0, TSR_ENOSPC or TSR_ENOMEM. Inside a verdict (undo) the
+ * node's ledger is saved the first time a Pod lands there; a charge (no undo) writes the base.
+ */
+static int place_pod(struct tsr_admit_pool *p, size_t k, const struct tsr_admit_podset *ps,
+                     bool undo)
+{
+        const struct tsr_admit_node *node = &p->nodes[k];
+        struct tsr_accel_ledger *l = ledger_of(p, k);
+        int rc;
+
+        if (!node->present || node->flavor != ps->flavor)
                 return TSR_ENOSPC;
-        return tsr_alloc_place(nodes[k].caps, ledger_of(s, k), nodes[k].n, &ps->demand, NULL, NULL,
-                               0, NULL);
+        if (!undo || p->stamp[k] == p->epoch)
+                return tsr_alloc_place(node->caps, l, node->n, &ps->demand, NULL, NULL, 0, NULL);
+        /* a failed placement changes nothing: keep the copy only when one succeeds */
+        if (!reserve((void **)&p->saved, &p->saved_cap, p->n_saved + node->n + 1,
+                     sizeof(*p->saved)) ||
+            !reserve((void **)&p->undo, &p->undo_cap, p->n_undo + 1, sizeof(*p->undo)))
+                return TSR_ENOMEM;
+        if (node->n)
+                memcpy(&p->saved[p->n_saved], l, node->n * sizeof(*l));
+        rc = tsr_alloc_place(node->caps, l, node->n, &ps->demand, NULL, NULL, 0, NULL);
+        if (rc)
+                return rc;
+        p->undo[p->n_undo++] = (struct undo){k, p->n_saved};
+        p->n_saved += node->n;
+        p->stamp[k] = p->epoch;
+        return 0;
 }
 
-static int charge_inflight(const struct tsr_admit_node *nodes, size_t n_nodes, struct scratch *s,
-                           const struct tsr_admit_workload *w, struct tsr_diag *diag)
+/* Puts back every node the verdict changed and opens the next verdict. */
+static void undo_verdict(struct tsr_admit_pool *p)
 {
-        for (size_t p = 0; p < w->n_podsets; p++) {
-                const struct tsr_admit_podset *ps = &w->podsets[p];
+        for (size_t u = p->n_undo; u-- > 0;) {
+                const struct undo *x = &p->undo[u];
+
+                if (p->nodes[x->node].n)
+                        memcpy(ledger_of(p, x->node), &p->saved[x->at],
+                               p->nodes[x->node].n * sizeof(*p->saved));
+        }
+        p->n_undo = 0;
+        p->n_saved = 0;
+        if (++p->epoch == 0) {
+                memset(p->stamp, 0, p->n * sizeof(*p->stamp));
+                p->epoch = 1;
+        }
+}
+
+static int check_placements(const struct tsr_admit_pool *p, const struct tsr_admit_workload *w,
+                            struct tsr_diag *diag)
+{
+        for (size_t q = 0; q < w->n_podsets; q++)
+                for (size_t x = 0; x < w->podsets[q].n_placements; x++)
+                        if (w->podsets[q].placements[x].node >= p->n)
+                                return tsr_diag_set(
+                                    diag, TSR_EINVAL, "Workload %s places Pods on node %zu of %zu",
+                                    w->name, w->podsets[q].placements[x].node, p->n);
+        return 0;
+}
+
+int tsr_admit_pool_charge(struct tsr_admit_pool *p, const struct tsr_admit_workload *w,
+                          struct tsr_diag *diag)
+{
+        int rc = check_placements(p, w, diag);
+
+        if (rc)
+                return rc;
+        for (size_t q = 0; q < w->n_podsets; q++) {
+                const struct tsr_admit_podset *ps = &w->podsets[q];
 
                 for (size_t x = 0; x < ps->n_placements; x++) {
                         const struct tsr_admit_placement *pl = &ps->placements[x];
 
-                        if (pl->node >= n_nodes)
-                                return tsr_diag_set(diag, TSR_EINVAL,
-                                                    "Workload %s places Pods on node %zu of %zu",
-                                                    w->name, pl->node, n_nodes);
                         /* Best effort: a Pod that no longer fits cannot be charged. */
                         for (unsigned i = 0; i < pl->pods; i++)
-                                if (place_pod(nodes, s, pl->node, ps))
+                                if (place_pod(p, pl->node, ps, false))
                                         break;
                 }
         }
+        forget_walks(p);
         return 0;
 }
 
@@ -214,27 +392,62 @@ static void sort_podsets(const struct tsr_admit_workload *w, size_t *idx)
         }
 }
 
-/* Nodes in name order, for the whole-pool placement. */
-static void sort_nodes(const struct tsr_admit_node *nodes, size_t n, size_t *idx)
+static bool same_demand(const struct tsr_demand *a, const struct tsr_demand *b)
 {
-        for (size_t i = 0; i < n; i++) {
-                size_t at = i;
-
-                while (at > 0 && strcmp(nodes[idx[at - 1]].name, nodes[i].name) > 0) {
-                        idx[at] = idx[at - 1];
-                        at--;
-                }
-                idx[at] = i;
-        }
+        return a->family == b->family && a->cards == b->cards && a->units == b->units &&
+               a->mixed == b->mixed && !strcmp(a->profile, b->profile);
 }
 
-/* Places one PodSet; returns false with *out set to Retry when it does not fit. */
-static bool judge_podset(const struct tsr_admit_node *nodes, size_t n_nodes, struct scratch *s,
-                         const size_t *by_name, const struct tsr_admit_workload *w,
-                         const struct tsr_admit_podset *ps, struct tsr_admit_verdict *out)
+/* The walk's memo for ps's flavor and demand, a new one (from 0) when there is none. */
+static struct fit_memo *walk_memo(struct tsr_admit_pool *p, const struct tsr_admit_podset *ps)
+{
+        struct fit_memo *m;
+
+        for (size_t i = 0; i < FIT_MEMOS; i++)
+                if (p->memo[i].used && p->memo[i].flavor == ps->flavor &&
+                    same_demand(&p->memo[i].demand, &ps->demand))
+                        return &p->memo[i];
+        m = &p->memo[p->memo_next++ % FIT_MEMOS];
+        *m = (struct fit_memo){.used = true, .flavor = ps->flavor, .demand = ps->demand};
+        return m;
+}
+
+/*
+ * Places ps's Pods over the flavor's whole pool, nodes in name order, from the first node that
+ * could host one; returns the Pods left. The memo moves past a node only while every node so far
+ * held none of them and no earlier PodSet of this verdict touched it.
+ */
+static unsigned walk_pool(struct tsr_admit_pool *p, const struct tsr_admit_podset *ps, int *err)
+{
+        struct fit_memo *m = walk_memo(p, ps);
+        unsigned left = ps->count;
+        bool learning = true;
+
+        for (size_t i = m->from; i < p->n && left > 0; i++) {
+                size_t k = p->by_name[i];
+                bool touched = p->stamp[k] == p->epoch;
+                unsigned before = left;
+                int rc = 0;
+
+                while (left > 0 && (rc = place_pod(p, k, ps, true)) == 0)
+                        left--;
+                if (rc == TSR_ENOMEM) {
+                        *err = rc;
+                        return left;
+                }
+                learning &= left == before && !touched;
+                if (learning)
+                        m->from = i + 1;
+        }
+        return left;
+}
+
+/* Places one PodSet; false with *out set to Retry when it does not fit (or *err on ENOMEM). */
+static bool judge_podset(struct tsr_admit_pool *p, const struct tsr_admit_workload *w,
+                         const struct tsr_admit_podset *ps, struct tsr_admit_verdict *out, int *err)
 {
         char where[300], have[160];
-        unsigned left = ps->count;
+        unsigned left;
 
         if (ps->demand.family == TSR_FAMILY_NONE)
                 return true;
@@ -249,8 +462,9 @@ static bool judge_podset(const struct tsr_admit_node *nodes, size_t n_nodes, str
         }
         for (size_t x = 0; x < ps->n_placements; x++) {
                 const struct tsr_admit_placement *pl = &ps->placements[x];
-                const struct tsr_admit_node *node = &nodes[pl->node];
+                const struct tsr_admit_node *node = &p->nodes[pl->node];
                 unsigned placed = 0;
+                int rc = 0;
 
                 snprintf(where, sizeof(where), "node \"%s\"", node->name);
                 if (!node->present) {
@@ -265,14 +479,18 @@ static bool judge_podset(const struct tsr_admit_node *nodes, size_t n_nodes, str
                                  node->name, role);
                         return false;
                 }
-                while (placed < pl->pods && place_pod(nodes, s, pl->node, ps) == 0)
+                while (placed < pl->pods && (rc = place_pod(p, pl->node, ps, true)) == 0)
                         placed++;
+                if (rc == TSR_ENOMEM) {
+                        *err = rc;
+                        return false;
+                }
                 if (placed < pl->pods) {
                         /* A node of another flavor offers this PodSet nothing. */
                         if (node->flavor != ps->flavor)
                                 snprintf(have, sizeof(have), "none in the PodSet's flavor");
                         else
-                                describe_free(node, ledger_of(s, pl->node), &ps->demand, have,
+                                describe_free(node, ledger_of(p, pl->node), &ps->demand, have,
                                               sizeof(have));
                         retry(out, w, ps, where, placed, pl->pods, have);
                         return false;
@@ -280,9 +498,9 @@ static bool judge_podset(const struct tsr_admit_node *nodes, size_t n_nodes, str
         }
         if (ps->n_placements)
                 return true;
-        for (size_t i = 0; i < n_nodes && left > 0; i++)
-                while (left > 0 && place_pod(nodes, s, by_name[i], ps) == 0)
-                        left--;
+        left = walk_pool(p, ps, err);
+        if (*err)
+                return false;
         if (left > 0) {
                 snprintf(where, sizeof(where), "the flavor's node pool");
                 snprintf(have, sizeof(have), "%u more do not fit", left);
@@ -292,45 +510,43 @@ static bool judge_podset(const struct tsr_admit_node *nodes, size_t n_nodes, str
         return true;
 }
 
+int tsr_admit_pool_judge(struct tsr_admit_pool *p, const struct tsr_admit_workload *w,
+                         struct tsr_admit_verdict *out, struct tsr_diag *diag)
+{
+        size_t order_buf[8], *podsets = order_buf;
+        struct tsr_admit_verdict v = {.state = TSR_CHECK_READY};
+        int rc = check_placements(p, w, diag), err = 0;
+
+        if (rc)
+                return rc;
+        if (w->n_podsets > 8 && !(podsets = malloc(w->n_podsets * sizeof(*podsets))))
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        sort_podsets(w, podsets);
+        snprintf(v.message, sizeof(v.message), "%s", TSR_ADMIT_READY_MESSAGE);
+        for (size_t q = 0; q < w->n_podsets; q++)
+                if (!judge_podset(p, w, &w->podsets[podsets[q]], &v, &err))
+                        break;
+        undo_verdict(p);
+        if (podsets != order_buf)
+                free(podsets);
+        if (err)
+                return tsr_diag_set(diag, err, "out of memory");
+        *out = v;
+        return 0;
+}
+
 int tsr_admit_judge(const struct tsr_admit_node *nodes, size_t n_nodes,
                     const struct tsr_admit_workload *inflight, size_t n_inflight,
                     const struct tsr_admit_workload *w, struct tsr_admit_verdict *out,
                     struct tsr_diag *diag)
 {
-        struct scratch s;
-        size_t *podsets = NULL, *by_name = NULL;
-        struct tsr_admit_verdict v = {.state = TSR_CHECK_READY};
-        int rc;
+        struct tsr_admit_pool *p = NULL;
+        int rc = tsr_admit_pool_new(nodes, n_nodes, &p, diag);
 
-        for (size_t p = 0; p < w->n_podsets; p++)
-                for (size_t x = 0; x < w->podsets[p].n_placements; x++)
-                        if (w->podsets[p].placements[x].node >= n_nodes)
-                                return tsr_diag_set(
-                                    diag, TSR_EINVAL, "Workload %s places Pods on node %zu of %zu",
-                                    w->name, w->podsets[p].placements[x].node, n_nodes);
-        rc = scratch_init(&s, nodes, n_nodes);
-        if (rc)
-                return tsr_diag_set(diag, rc, "out of memory");
-        podsets = malloc((w->n_podsets ? w->n_podsets : 1) * sizeof(*podsets));
-        by_name = malloc((n_nodes ? n_nodes : 1) * sizeof(*by_name));
-        if (!podsets || !by_name) {
-                rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-                goto out;
-        }
         for (size_t i = 0; i < n_inflight && !rc; i++)
-                rc = charge_inflight(nodes, n_nodes, &s, &inflight[i], diag);
-        if (rc)
-                goto out;
-        sort_podsets(w, podsets);
-        sort_nodes(nodes, n_nodes, by_name);
-        snprintf(v.message, sizeof(v.message), "%s", TSR_ADMIT_READY_MESSAGE);
-        for (size_t p = 0; p < w->n_podsets; p++)
-                if (!judge_podset(nodes, n_nodes, &s, by_name, w, &w->podsets[podsets[p]], &v))
-                        break;
-        *out = v;
-out:
-        free(podsets);
-        free(by_name);
-        scratch_release(&s);
+                rc = tsr_admit_pool_charge(p, &inflight[i], diag);
+        if (!rc)
+                rc = tsr_admit_pool_judge(p, w, out, diag);
+        tsr_admit_pool_free(p);
         return rc;
 }

@@ -4,7 +4,8 @@
  *
  * Kueue has reserved quota and, under TAS, named the node of every Pod. The check asks whether
  * those nodes' accelerators, per accelerator, can really host the Pods:
- *   - It works on a copy of each node's ledger (rebuilt by the caller from the Pods bound there).
+ *   - It works on a copy of each node's ledger (rebuilt by the caller from the Pods bound there),
+ *     either once per verdict (tsr_admit_judge) or once for many (struct tsr_admit_pool).
  *   - It first charges the inflight Workloads: every other Workload on the node that is admitted
  *     or holds this check's Ready, for its Pods the ledger does not hold yet (the caller counts
  *     them). A Workload without a hostname-level assignment is not inflight.
@@ -21,8 +22,8 @@
  *     spend one accelerator twice. An accelerator serves a PodSet only when its node belongs to
  *     the PodSet's flavor.
  * The verdict is Ready or Retry, never Rejected; the Retry message names what is short, where,
- * and (for a Workload of more than one PodSet) the starved role. Pure: allocates scratch with
- * malloc and frees it before returning.
+ * and (for a Workload of more than one PodSet) the starved role. Pure: no I/O, no globals;
+ * tsr_admit_judge frees its scratch before returning, a pool owns its own.
  */
 #ifndef TSR_CORE_ADMIT_H
 #define TSR_CORE_ADMIT_H
@@ -94,9 +95,49 @@ struct tsr_admit_verdict {
 };
 
 /*
+ * A pool judged many times: its nodes put in name order once, their ledgers copied once, the
+ * inflight Workloads charged once (tsr_admit_pool_charge), then any number of verdicts. A verdict
+ * works on the pool's own ledgers through an undo log: it copies a node's ledger only when it
+ * places a Pod there, and restores those nodes before it returns, so it costs what it places, not
+ * what the pool holds, and leaves the pool exactly as it found it. A PodSet without a
+ * hostname-level assignment starts its name-order walk where the last walk for the same flavor
+ * and demand found the first node that could still host one Pod (the base only fills between
+ * charges, so every node before that one still cannot); a charge or an added node forgets those
+ * starts. Every verdict equals tsr_admit_judge's on the same nodes and charges.
+ *
+ * Ownership: the pool copies the nodes' ledgers; their names and caps are borrowed for its life.
+ * One caller at a time.
+ */
+struct tsr_admit_pool;
+
+/* Returns 0 with *out, or TSR_ENOMEM with diag. */
+int tsr_admit_pool_new(const struct tsr_admit_node *nodes, size_t n_nodes,
+                       struct tsr_admit_pool **out, struct tsr_diag *diag);
+
+/* Adds one node (its ledger copied) at index *index, the next free one. 0 or TSR_ENOMEM. */
+int tsr_admit_pool_add(struct tsr_admit_pool *pool, const struct tsr_admit_node *node,
+                       size_t *index, struct tsr_diag *diag);
+
+/* Nodes in the pool (the indexes placements name run below it). */
+size_t tsr_admit_pool_nodes(const struct tsr_admit_pool *pool);
+
+/*
+ * Charges an inflight Workload into the pool for good (best effort: a Pod that no longer fits is
+ * not charged). Returns 0, or TSR_EINVAL (a placement names no node of the pool; nothing charged).
+ */
+int tsr_admit_pool_charge(struct tsr_admit_pool *pool, const struct tsr_admit_workload *inflight,
+                          struct tsr_diag *diag);
+
+/* Judges w against the pool as it stands. 0 with *out, TSR_EINVAL or TSR_ENOMEM with diag. */
+int tsr_admit_pool_judge(struct tsr_admit_pool *pool, const struct tsr_admit_workload *w,
+                         struct tsr_admit_verdict *out, struct tsr_diag *diag);
+
+void tsr_admit_pool_free(struct tsr_admit_pool *pool);
+
+/*
  * Judges w against the nodes after charging the inflight Workloads (their placements count the
- * Pods not yet held). Returns 0 with *out, TSR_EINVAL (a placement names no snapshot node) or
- * TSR_ENOMEM, with diag.
+ * Pods not yet held): a pool made, charged and judged once. Returns 0 with *out, TSR_EINVAL (a
+ * placement names no snapshot node) or TSR_ENOMEM, with diag.
  */
 int tsr_admit_judge(const struct tsr_admit_node *nodes, size_t n_nodes,
                     const struct tsr_admit_workload *inflight, size_t n_inflight,

@@ -1658,6 +1658,131 @@ static void test_admit__matches_reference(void **state)
         assert_true(pooled > 500 && multi > 500);
 }
 
+/*
+ * The pool walk starts past nodes that cannot host one Pod, and only those: not past a node an
+ * earlier verdict placed on (it undid that), nor past one an earlier PodSet of the same verdict
+ * filled (the base still has room there).
+ */
+static void test_admit__pool_walk_skips_only_full_nodes(void **state)
+{
+        struct tsr_admit_pool *pool = NULL;
+        struct tsr_diag diag = {0};
+        struct tsr_admit_verdict v;
+        struct wl one, two, mixed;
+        size_t a;
+
+        (void)state;
+        cluster_reset(&cl);
+        a = node_add(&cl, "a", fx_product(H100_NAME), 2, 0, 0);
+        node_add(&cl, "b", fx_product(H100_NAME), 1, 0, 0);
+        node_add(&cl, "c", fx_product(H100_NAME), 1, 0, 0);
+        rec_exclusive(&cl, a, 0); /* a: one free card; b: full; c: one free card */
+        rec_exclusive(&cl, 1, 0);
+        cluster_build(&cl);
+        assert_int_equal(tsr_admit_pool_new(cl.an, cl.n, &pool, &diag), 0);
+
+        wl_init(&one, "one");
+        wl_podset(&one, "main", exclusive(1), 1, 0);
+        wl_init(&two, "two");
+        wl_podset(&two, "main", exclusive(1), 2, 0);
+        wl_init(&mixed, "mixed");
+        wl_place(&mixed, wl_podset(&mixed, "pinned", exclusive(1), 1, 0), a, 1);
+        wl_podset(&mixed, "pool", exclusive(1), 1, 0);
+
+        assert_int_equal(tsr_admit_pool_judge(pool, &one.w, &v, &diag), 0);
+        expect_ready(&v);
+        assert_int_equal(tsr_admit_pool_judge(pool, &two.w, &v, &diag), 0);
+        expect_ready(&v); /* a and c */
+        assert_int_equal(tsr_admit_pool_judge(pool, &mixed.w, &v, &diag), 0);
+        expect_ready(&v); /* a pinned, c from the pool: a was full only inside this verdict */
+        assert_int_equal(tsr_admit_pool_judge(pool, &two.w, &v, &diag), 0);
+        expect_ready(&v);
+        two.ps[0].count = 3;
+        assert_int_equal(tsr_admit_pool_judge(pool, &two.w, &v, &diag), 0);
+        expect_retry(&v, "the flavor's node pool fits 2 of 3 Pods: each needs 1 whole "
+                         "accelerator, 1 more do not fit; will retry as capacity frees");
+        tsr_admit_pool_free(pool);
+}
+
+/*
+ * A pool built once and judged many times answers exactly what a fresh tsr_admit_judge answers
+ * for the same nodes and charges: verdicts in any order and repeated (the undo log leaves the pool
+ * as it was, the pool walk's memo only skips nodes that cannot host), a charge between verdicts,
+ * and a node added after the pool was built.
+ */
+static void test_admit__pool_judges_like_once(void **state)
+{
+        static struct wl infl[MAX_INFL + 1], w[6];
+        unsigned compared = 0, late_charges = 0, added = 0;
+
+        (void)state;
+        rng_seed(4242);
+        for (int round = 0; round < 3000; round++) {
+                const struct tsr_product *fp[2] = {random_product(), random_product()};
+                struct tsr_admit_workload list[MAX_INFL + 1];
+                struct tsr_admit_pool *pool = NULL;
+                struct tsr_diag diag = {0};
+                size_t n_infl, n_pool;
+
+                if (rnd(2))
+                        fp[1] = fp[0];
+                random_cluster(&cl, fp);
+                /* the last node joins the pool after it was built, now and then */
+                n_pool = cl.n > 1 && rnd(4) == 0 ? cl.n - 1 : cl.n;
+                assert_int_equal(tsr_admit_pool_new(cl.an, n_pool, &pool, &diag), 0);
+                if (n_pool < cl.n) {
+                        size_t at;
+
+                        assert_int_equal(tsr_admit_pool_add(pool, &cl.an[n_pool], &at, &diag), 0);
+                        assert_int_equal(at, n_pool);
+                        added++;
+                }
+                assert_int_equal(tsr_admit_pool_nodes(pool), cl.n);
+                n_infl = rnd(MAX_INFL + 1);
+                for (size_t i = 0; i < n_infl; i++) {
+                        char name[16];
+
+                        snprintf(name, sizeof(name), "inflight%zu", i);
+                        random_workload(&cl, &infl[i], name, fp, true);
+                        list[i] = infl[i].w;
+                        assert_int_equal(tsr_admit_pool_charge(pool, &list[i], &diag), 0);
+                }
+                for (size_t q = 0; q < N_ELEMS(w); q++)
+                        random_workload(&cl, &w[q], "judged", fp, false);
+                for (int q = 0; q < 12; q++) {
+                        const struct tsr_admit_workload *target = &w[rnd(N_ELEMS(w))].w;
+                        struct tsr_admit_verdict once, pooled;
+
+                        if (q == 6 && rnd(2)) { /* a Workload turns inflight between verdicts */
+                                random_workload(&cl, &infl[n_infl], "late", fp, true);
+                                list[n_infl] = infl[n_infl].w;
+                                assert_int_equal(
+                                    tsr_admit_pool_charge(pool, &list[n_infl], &diag), 0);
+                                n_infl++;
+                                late_charges++;
+                        }
+                        memset(&once, 0x5a, sizeof(once));
+                        memset(&pooled, 0xa5, sizeof(pooled));
+                        assert_int_equal(
+                            tsr_admit_judge(cl.an, cl.n, list, n_infl, target, &once, &diag), 0);
+                        assert_int_equal(tsr_admit_pool_judge(pool, target, &pooled, &diag), 0);
+                        if (once.state != pooled.state || strcmp(once.message, pooled.message)) {
+                                print_message("# round %d query %d:\n", round, q);
+                                print_case(&cl, infl, n_infl, &w[0]);
+                                fail_msg("pool: %s \"%s\"; once: %s \"%s\"",
+                                         tsr_check_state_name(pooled.state), pooled.message,
+                                         tsr_check_state_name(once.state), once.message);
+                        }
+                        compared++;
+                }
+                tsr_admit_pool_free(pool);
+        }
+        print_message("# compared %u pool verdicts with fresh ones (%u late charges, %u added "
+                      "nodes)\n",
+                      compared, late_charges, added);
+        assert_true(compared >= 30000 && late_charges > 1000 && added > 500);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1681,6 +1806,8 @@ int main(void)
             cmocka_unit_test(test_admit__podset_without_demand),
             cmocka_unit_test(test_admit__placement_out_of_range),
             cmocka_unit_test(test_admit__matches_reference),
+            cmocka_unit_test(test_admit__pool_walk_skips_only_full_nodes),
+            cmocka_unit_test(test_admit__pool_judges_like_once),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
