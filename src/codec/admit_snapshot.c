@@ -97,11 +97,10 @@ bool tsr_admit_snapshot_judges(const struct tsr_snapshot_workload *w)
                !w->admitted;
 }
 
-/* Whether o is inflight while w is judged. */
-static bool inflight(const struct tsr_snapshot_workload *o, const struct tsr_snapshot_workload *w)
+/* Whether o is inflight in cluster_queue (a Workload judged is never inflight to itself). */
+static bool inflight(const struct tsr_snapshot_workload *o, const char *cluster_queue)
 {
-        return (strcmp(o->ns, w->ns) || strcmp(o->name, w->name)) && o->reserved && !o->finished &&
-               !strcmp(o->cluster_queue, w->cluster_queue) &&
+        return o->reserved && !o->finished && !strcmp(o->cluster_queue, cluster_queue) &&
                (o->admitted || (o->has_check && o->check == TSR_CHECK_READY));
 }
 
@@ -146,23 +145,22 @@ static bool held(json_t *pod, const struct tsr_manufacturer *m,
         return all;
 }
 
-/* The snapshot in core/admit.h's terms, and the scratch it is built in. */
-struct build {
-        const struct tsr_snapshot_node *nodes;
-        size_t n_nodes;
+/* The snapshot in core/admit.h's terms: the pool, and what names resolve against. */
+struct tsr_admit_snapshot {
+        const struct tsr_product *product;
         const struct tsr_manufacturer *m;
-        struct tsr_admit_node *anodes; /* n_nodes listed, then the gone hostnames */
-        size_t n_anodes;
+        const struct tsr_snapshot_node *nodes; /* borrowed; pool index k is nodes[k] */
+        size_t n_nodes;
+        const struct tsr_snapshot_workload *workloads; /* borrowed, for a charged target */
+        size_t n_workloads;
         const struct tsr_snapshot_node **by_name; /* nodes sorted by name */
         const char **flavors; /* distinct flavor names of the nodes; index = flavor */
         size_t n_flavors;
-        struct tsr_accel_ledger *ledgers;
-        struct tsr_admit_podset *podsets;
-        size_t n_podsets;
-        struct tsr_admit_placement *placements;
-        size_t n_placements;
-        struct tsr_admit_workload *inflight;
-        size_t n_inflight;
+        char **gone; /* hostnames no listed node carries, owned; pool index n_nodes + i */
+        size_t n_gone;
+        const struct tsr_snapshot_workload **charged; /* borrowed */
+        size_t n_charged;
+        struct tsr_admit_pool *pool;
         struct tsr_container_allocation *alloc; /* held()'s scratch */
 };
 
@@ -177,56 +175,80 @@ static int name_is(const void *key, const void *node)
         return strcmp(key, (*(const struct tsr_snapshot_node *const *)node)->name);
 }
 
-/* The node index of hostname, appending a gone node the first time a hostname is unknown. */
-static size_t node_index(struct build *b, const char *hostname)
+/* The pool index of hostname, adding a gone node the first time a hostname is unknown. */
+static int node_index(struct tsr_admit_snapshot *s, const char *hostname, size_t *out,
+                      struct tsr_diag *diag)
 {
         const struct tsr_snapshot_node *const *at =
-            bsearch(hostname, b->by_name, b->n_nodes, sizeof(*b->by_name), name_is);
+            bsearch(hostname, s->by_name, s->n_nodes, sizeof(*s->by_name), name_is);
+        struct tsr_admit_node gone = {.present = false, .flavor = TSR_ADMIT_NO_FLAVOR};
+        char **grown;
+        int rc;
 
-        if (at)
-                return (size_t)(*at - b->nodes);
-        for (size_t k = b->n_nodes; k < b->n_anodes; k++)
-                if (!strcmp(b->anodes[k].name, hostname))
-                        return k;
-        b->anodes[b->n_anodes] = (struct tsr_admit_node){
-            .name = hostname, .present = false, .flavor = TSR_ADMIT_NO_FLAVOR};
-        return b->n_anodes++;
+        if (at) {
+                *out = (size_t)(*at - s->nodes);
+                return 0;
+        }
+        for (size_t i = 0; i < s->n_gone; i++)
+                if (!strcmp(s->gone[i], hostname)) {
+                        *out = s->n_nodes + i;
+                        return 0;
+                }
+        grown = realloc(s->gone, (s->n_gone + 1) * sizeof(*s->gone));
+        if (!grown)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        s->gone = grown;
+        if (!(s->gone[s->n_gone] = strdup(hostname)))
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        gone.name = s->gone[s->n_gone++];
+        rc = tsr_admit_pool_add(s->pool, &gone, out, diag);
+        return rc;
 }
 
-/* The index of flavor name; a name no node carries gets b->n_flavors, which serves nothing. */
-static unsigned flavor_index(const struct build *b, const char *name)
+/* The index of flavor name; a name no node carries gets s->n_flavors, which serves nothing. */
+static unsigned flavor_index(const struct tsr_admit_snapshot *s, const char *name)
 {
         size_t f = 0;
 
         if (!name)
                 return TSR_ADMIT_NO_FLAVOR;
-        while (f < b->n_flavors && strcmp(b->flavors[f], name))
+        while (f < s->n_flavors && strcmp(s->flavors[f], name))
                 f++;
         return (unsigned)f;
 }
 
-static int build_nodes(struct build *b, struct tsr_diag *diag)
+/* Makes the pool from every node's ledger (the caller's memo, or rebuilt here). */
+static int build_pool(struct tsr_admit_snapshot *s, struct tsr_diag *diag)
 {
-        size_t used = 0;
+        struct tsr_admit_node *anodes = malloc((s->n_nodes + 1) * sizeof(*anodes));
+        struct tsr_accel_ledger *ledgers;
+        size_t n_accels = 0, used = 0;
+        int rc = 0;
 
-        for (size_t k = 0; k < b->n_nodes; k++) {
-                const struct tsr_snapshot_node *sn = &b->nodes[k];
-                struct tsr_accel_ledger *l = &b->ledgers[used];
+        for (size_t k = 0; k < s->n_nodes; k++)
+                n_accels += s->nodes[k].ledger ? 0 : s->nodes[k].n;
+        ledgers = malloc((n_accels + 1) * sizeof(*ledgers));
+        if (!anodes || !ledgers) {
+                rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+                goto out;
+        }
+        for (size_t k = 0; k < s->n_nodes && !rc; k++) {
+                const struct tsr_snapshot_node *sn = &s->nodes[k];
+                const struct tsr_accel_ledger *l = sn->ledger;
+                unsigned f = flavor_index(s, sn->flavor);
                 struct tsr_diag why;
-                unsigned f = flavor_index(b, sn->flavor);
-                int rc;
 
-                tsr_diag_clear(&why);
-                rc = 0;
-                if (sn->ledger)
-                        memcpy(l, sn->ledger, sn->n * sizeof(*l));
-                else
-                        rc = tsr_admit_snapshot_ledger(sn, l, &why);
-                if (rc)
-                        return tsr_diag_set(diag, rc, "node %s: %s", sn->name, why.msg);
-                if (sn->flavor && f == b->n_flavors)
-                        b->flavors[b->n_flavors++] = sn->flavor;
-                b->anodes[k] = (struct tsr_admit_node){
+                if (!l) {
+                        tsr_diag_clear(&why);
+                        rc = tsr_admit_snapshot_ledger(sn, &ledgers[used], &why);
+                        if (rc)
+                                rc = tsr_diag_set(diag, rc, "node %s: %s", sn->name, why.msg);
+                        l = &ledgers[used];
+                        used += sn->n;
+                }
+                if (sn->flavor && f == s->n_flavors)
+                        s->flavors[s->n_flavors++] = sn->flavor;
+                anodes[k] = (struct tsr_admit_node){
                     .name = sn->name,
                     .present = sn->present,
                     .flavor = f,
@@ -234,73 +256,15 @@ static int build_nodes(struct build *b, struct tsr_diag *diag)
                     .ledger = l,
                     .n = sn->n,
                 };
-                b->by_name[k] = sn;
-                used += sn->n;
+                s->by_name[k] = sn;
         }
-        b->n_anodes = b->n_nodes;
-        qsort(b->by_name, b->n_nodes, sizeof(*b->by_name), by_name);
-        return 0;
-}
-
-/*
- * Appends w's PodSets to b and fills *out. For an inflight Workload each domain counts only the
- * Pods on its node that are not held yet.
- */
-static int add_workload(struct build *b, const struct tsr_snapshot_workload *w, bool charge,
-                        struct tsr_admit_workload *out, struct tsr_diag *diag)
-{
-        struct tsr_admit_podset *aps = &b->podsets[b->n_podsets];
-
-        for (size_t p = 0; p < w->n_podsets; p++) {
-                const struct tsr_snapshot_podset *ps = &w->podsets[p];
-                struct tsr_admit_podset *ap = &aps[p];
-                struct tsr_pod_spec *spec;
-                struct tsr_diag why;
-                int rc;
-
-                tsr_diag_clear(&why);
-                rc = tsr_pod_spec_new(ps->tmpl, &spec, &why);
-                if (rc)
-                        return tsr_diag_set(diag, rc, "Workload %s/%s PodSet %s: %s", w->ns,
-                                            w->name, ps->name, why.msg);
-                memset(ap, 0, sizeof(*ap));
-                tsr_demand_of_pod(&spec->req, b->m, &ap->demand);
-                free(spec);
-                ap->name = ps->name;
-                ap->count = ps->count;
-                ap->flavor = flavor_index(b, ps->flavor);
-                ap->placements = &b->placements[b->n_placements];
-                for (size_t d = 0; d < ps->n_domains; d++) {
-                        size_t k = node_index(b, ps->domains[d].node);
-                        unsigned pods = ps->domains[d].pods;
-
-                        for (size_t x = 0; charge && k < b->n_nodes && x < b->nodes[k].n_pods;
-                             x++) {
-                                json_t *pod = b->nodes[k].pods[x];
-
-                                if (pods > 0 && member(pod, w, ps->name) &&
-                                    held(pod, b->m, b->alloc))
-                                        pods--;
-                        }
-                        b->placements[b->n_placements++] = (struct tsr_admit_placement){k, pods};
-                        ap->n_placements++;
-                }
-        }
-        b->n_podsets += w->n_podsets;
-        *out = (struct tsr_admit_workload){w->name, w->n_podsets, aps};
-        return 0;
-}
-
-static void build_release(struct build *b)
-{
-        free(b->anodes);
-        free(b->by_name);
-        free(b->flavors);
-        free(b->ledgers);
-        free(b->podsets);
-        free(b->placements);
-        free(b->inflight);
-        free(b->alloc);
+        qsort(s->by_name, s->n_nodes, sizeof(*s->by_name), by_name);
+        if (!rc)
+                rc = tsr_admit_pool_new(anodes, s->n_nodes, &s->pool, diag);
+out:
+        free(anodes);
+        free(ledgers);
+        return rc;
 }
 
 static size_t domains_of(const struct tsr_snapshot_workload *w)
@@ -312,54 +276,203 @@ static size_t domains_of(const struct tsr_snapshot_workload *w)
         return n;
 }
 
+/* w in core/admit.h's terms, in arrays of its own (admit_workload_release frees them). */
+struct admit_workload {
+        struct tsr_admit_workload w;
+        struct tsr_admit_podset *podsets;
+        struct tsr_admit_placement *placements;
+};
+
+static void admit_workload_release(struct admit_workload *aw)
+{
+        free(aw->podsets);
+        free(aw->placements);
+}
+
+/*
+ * Reads w into *out. For an inflight Workload (charge) each domain counts only the Pods on its
+ * node that are not held yet.
+ */
+static int admit_workload(struct tsr_admit_snapshot *s, const struct tsr_snapshot_workload *w,
+                          bool charge, struct admit_workload *out, struct tsr_diag *diag)
+{
+        size_t n_placements = 0;
+
+        out->podsets = calloc(w->n_podsets + 1, sizeof(*out->podsets));
+        out->placements = malloc((domains_of(w) + 1) * sizeof(*out->placements));
+        if (!out->podsets || !out->placements)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        for (size_t p = 0; p < w->n_podsets; p++) {
+                const struct tsr_snapshot_podset *ps = &w->podsets[p];
+                struct tsr_admit_podset *ap = &out->podsets[p];
+                struct tsr_pod_spec *spec;
+                struct tsr_diag why;
+                int rc;
+
+                tsr_diag_clear(&why);
+                rc = tsr_pod_spec_new(ps->tmpl, &spec, &why);
+                if (rc)
+                        return tsr_diag_set(diag, rc, "Workload %s/%s PodSet %s: %s", w->ns,
+                                            w->name, ps->name, why.msg);
+                tsr_demand_of_pod(&spec->req, s->m, &ap->demand);
+                free(spec);
+                ap->name = ps->name;
+                ap->count = ps->count;
+                ap->flavor = flavor_index(s, ps->flavor);
+                ap->placements = &out->placements[n_placements];
+                for (size_t d = 0; d < ps->n_domains; d++) {
+                        unsigned pods = ps->domains[d].pods;
+                        size_t k;
+
+                        rc = node_index(s, ps->domains[d].node, &k, diag);
+                        if (rc)
+                                return rc;
+                        for (size_t x = 0; charge && k < s->n_nodes && x < s->nodes[k].n_pods;
+                             x++) {
+                                json_t *pod = s->nodes[k].pods[x];
+
+                                if (pods > 0 && member(pod, w, ps->name) &&
+                                    held(pod, s->m, s->alloc))
+                                        pods--;
+                        }
+                        out->placements[n_placements++] = (struct tsr_admit_placement){k, pods};
+                        ap->n_placements++;
+                }
+        }
+        out->w = (struct tsr_admit_workload){w->name, w->n_podsets, out->podsets};
+        return 0;
+}
+
+void tsr_admit_snapshot_free(struct tsr_admit_snapshot *s)
+{
+        if (!s)
+                return;
+        tsr_admit_pool_free(s->pool);
+        for (size_t i = 0; i < s->n_gone; i++)
+                free(s->gone[i]);
+        free(s->gone);
+        free(s->by_name);
+        free(s->flavors);
+        free(s->charged);
+        free(s->alloc);
+        free(s);
+}
+
+static bool same_workload(const struct tsr_snapshot_workload *a,
+                          const struct tsr_snapshot_workload *b)
+{
+        return !strcmp(a->ns, b->ns) && !strcmp(a->name, b->name);
+}
+
+int tsr_admit_snapshot_charge(struct tsr_admit_snapshot *s, const struct tsr_snapshot_workload *w,
+                              struct tsr_diag *diag)
+{
+        struct admit_workload aw = {0};
+        const struct tsr_snapshot_workload **grown;
+        int rc;
+
+        for (size_t i = 0; i < s->n_charged; i++)
+                if (same_workload(s->charged[i], w))
+                        return 0;
+        grown = realloc(s->charged, (s->n_charged + 1) * sizeof(*s->charged));
+        if (!grown)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        s->charged = grown;
+        rc = admit_workload(s, w, true, &aw, diag);
+        if (!rc)
+                rc = tsr_admit_pool_charge(s->pool, &aw.w, diag);
+        if (!rc)
+                s->charged[s->n_charged++] = w;
+        admit_workload_release(&aw);
+        return rc;
+}
+
+/* The snapshot with every Workload inflight in cluster_queue charged, skip (if any) left out. */
+static int snapshot_open(const struct tsr_product *product, const struct tsr_snapshot_node *nodes,
+                         size_t n_nodes, const struct tsr_snapshot_workload *workloads,
+                         size_t n_workloads, const char *cluster_queue,
+                         const struct tsr_snapshot_workload *skip, struct tsr_admit_snapshot **out,
+                         struct tsr_diag *diag)
+{
+        struct tsr_admit_snapshot *s;
+        int rc;
+
+        if (!product)
+                return tsr_diag_set(diag, TSR_EINVAL, "the pool has no accelerator model");
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        *s = (struct tsr_admit_snapshot){
+            .product = product,
+            .m = tsr_catalog_manufacturer(product->manufacturer),
+            .nodes = nodes,
+            .n_nodes = n_nodes,
+            .workloads = workloads,
+            .n_workloads = n_workloads,
+        };
+        s->by_name = malloc((n_nodes + 1) * sizeof(*s->by_name));
+        s->flavors = malloc((n_nodes + 1) * sizeof(*s->flavors));
+        s->alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*s->alloc));
+        rc = !s->by_name || !s->flavors || !s->alloc
+                 ? tsr_diag_set(diag, TSR_ENOMEM, "out of memory")
+                 : build_pool(s, diag);
+        for (size_t i = 0; i < n_workloads && !rc; i++)
+                if (inflight(&workloads[i], cluster_queue) &&
+                    !(skip && same_workload(&workloads[i], skip)))
+                        rc = tsr_admit_snapshot_charge(s, &workloads[i], diag);
+        if (rc) {
+                tsr_admit_snapshot_free(s);
+                return rc;
+        }
+        *out = s;
+        return 0;
+}
+
+int tsr_admit_snapshot_new(const struct tsr_product *product,
+                           const struct tsr_snapshot_node *nodes, size_t n_nodes,
+                           const struct tsr_snapshot_workload *workloads, size_t n_workloads,
+                           const char *cluster_queue, struct tsr_admit_snapshot **out,
+                           struct tsr_diag *diag)
+{
+        return snapshot_open(product, nodes, n_nodes, workloads, n_workloads, cluster_queue, NULL,
+                             out, diag);
+}
+
+int tsr_admit_snapshot_verdict(struct tsr_admit_snapshot *s,
+                               const struct tsr_snapshot_workload *target,
+                               struct tsr_admit_verdict *out, struct tsr_diag *diag)
+{
+        struct admit_workload aw = {0};
+        int rc;
+
+        for (size_t i = 0; i < s->n_charged; i++)
+                if (same_workload(s->charged[i], target))
+                        return tsr_admit_snapshot_judge(s->product, s->nodes, s->n_nodes,
+                                                        s->workloads, s->n_workloads, target,
+                                                        out, diag);
+        rc = admit_workload(s, target, false, &aw, diag);
+        if (!rc)
+                rc = tsr_admit_pool_judge(s->pool, &aw.w, out, diag);
+        admit_workload_release(&aw);
+        return rc;
+}
+
 int tsr_admit_snapshot_judge(const struct tsr_product *product,
                              const struct tsr_snapshot_node *nodes, size_t n_nodes,
                              const struct tsr_snapshot_workload *workloads, size_t n_workloads,
                              const struct tsr_snapshot_workload *target,
                              struct tsr_admit_verdict *out, struct tsr_diag *diag)
 {
-        struct build b = {.nodes = nodes, .n_nodes = n_nodes};
-        struct tsr_admit_workload mine;
-        size_t n_accels = 0, n_podsets = target->n_podsets, n_domains = domains_of(target);
-        size_t n_inflight = 0;
-        int rc;
+        struct tsr_admit_snapshot *s = NULL;
+        struct admit_workload aw = {0};
+        int rc = snapshot_open(product, nodes, n_nodes, workloads, n_workloads,
+                               target->cluster_queue, target, &s, diag);
 
-        if (!product)
-                return tsr_diag_set(diag, TSR_EINVAL, "the pool has no accelerator model");
-        b.m = tsr_catalog_manufacturer(product->manufacturer);
-        for (size_t k = 0; k < n_nodes; k++)
-                n_accels += nodes[k].n;
-        for (size_t i = 0; i < n_workloads; i++) {
-                if (!inflight(&workloads[i], target))
-                        continue;
-                n_inflight++;
-                n_podsets += workloads[i].n_podsets;
-                n_domains += domains_of(&workloads[i]);
-        }
-        b.anodes = malloc((n_nodes + n_domains + 1) * sizeof(*b.anodes));
-        b.by_name = malloc((n_nodes + 1) * sizeof(*b.by_name));
-        b.flavors = malloc((n_nodes + 1) * sizeof(*b.flavors));
-        b.ledgers = malloc((n_accels + 1) * sizeof(*b.ledgers));
-        b.podsets = malloc((n_podsets + 1) * sizeof(*b.podsets));
-        b.placements = malloc((n_domains + 1) * sizeof(*b.placements));
-        b.inflight = malloc((n_inflight + 1) * sizeof(*b.inflight));
-        b.alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*b.alloc));
-        if (!b.anodes || !b.by_name || !b.flavors || !b.ledgers || !b.podsets || !b.placements ||
-            !b.inflight || !b.alloc) {
-                rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-                goto out;
-        }
-        rc = build_nodes(&b, diag);
         if (!rc)
-                rc = add_workload(&b, target, false, &mine, diag);
-        for (size_t i = 0; i < n_workloads && !rc; i++)
-                if (inflight(&workloads[i], target))
-                        rc = add_workload(&b, &workloads[i], true, &b.inflight[b.n_inflight++],
-                                          diag);
+                rc = admit_workload(s, target, false, &aw, diag);
         if (!rc)
-                rc = tsr_admit_judge(b.anodes, b.n_anodes, b.inflight, b.n_inflight, &mine, out,
-                                     diag);
-out:
-        build_release(&b);
+                rc = tsr_admit_pool_judge(s->pool, &aw.w, out, diag);
+        admit_workload_release(&aw);
+        tsr_admit_snapshot_free(s);
         return rc;
 }

@@ -21,9 +21,8 @@
  * One Pod's demand is read from its PodSet's template with the pool's manufacturer
  * (core/demand.h).
  *
- * Ownership: every input is borrowed for the call; the Pod and template objects are only read.
- * No I/O; scratch is malloc'd and freed before each function returns. Thread-safe on inputs no
- * other thread mutates.
+ * Ownership: every input is borrowed for the call (for a snapshot's life, below); the Pod and
+ * template objects are only read. No I/O. Thread-safe on inputs no other thread mutates.
  */
 #ifndef TSR_CODEC_ADMIT_SNAPSHOT_H
 #define TSR_CODEC_ADMIT_SNAPSHOT_H
@@ -103,12 +102,44 @@ int tsr_admit_snapshot_ledger(const struct tsr_snapshot_node *node, struct tsr_a
 bool tsr_admit_snapshot_judges(const struct tsr_snapshot_workload *w);
 
 /*
+ * A snapshot judged many times (core/admit.h's struct tsr_admit_pool underneath): the ledgers
+ * read and the Workloads inflight in cluster_queue charged once, at tsr_admit_snapshot_new, then
+ * one verdict per target at the cost of what it places. A Workload that turns inflight later is
+ * added with tsr_admit_snapshot_charge (charges are never taken back: a caller whose Workload
+ * stops being inflight makes a new snapshot). A verdict on a Workload the snapshot charged is
+ * judged without it, from the borrowed arrays as they stand (tsr_admit_snapshot_judge). Every
+ * verdict equals tsr_admit_snapshot_judge's on the same nodes and Workloads.
+ *
+ * Ownership: nodes, workloads and every Workload charged are borrowed for the snapshot's life
+ * and must not change under it; the snapshot owns its pool. One caller at a time.
+ */
+struct tsr_admit_snapshot;
+
+/* Returns 0 with *out, or the errors of tsr_admit_snapshot_judge with diag. */
+int tsr_admit_snapshot_new(const struct tsr_product *product,
+                           const struct tsr_snapshot_node *nodes, size_t n_nodes,
+                           const struct tsr_snapshot_workload *workloads, size_t n_workloads,
+                           const char *cluster_queue, struct tsr_admit_snapshot **out,
+                           struct tsr_diag *diag);
+
+/* Charges w (now inflight) once; a Workload charged already is left as is. */
+int tsr_admit_snapshot_charge(struct tsr_admit_snapshot *s, const struct tsr_snapshot_workload *w,
+                              struct tsr_diag *diag);
+
+/* Judges target; 0 with *out, or the errors of tsr_admit_snapshot_judge with diag. */
+int tsr_admit_snapshot_verdict(struct tsr_admit_snapshot *s,
+                               const struct tsr_snapshot_workload *target,
+                               struct tsr_admit_verdict *out, struct tsr_diag *diag);
+
+void tsr_admit_snapshot_free(struct tsr_admit_snapshot *s);
+
+/*
  * Judges target for the pool of product over nodes[0..n_nodes): charges the inflight Workloads
  * among workloads[0..n_workloads) (target may be one of them; it is told apart by namespace and
- * name), then places target (core/admit.h). Returns 0 with *out, or with diag: the errors of
- * tsr_admit_snapshot_ledger ("node X: ..."), TSR_EPARSE / TSR_ETOOBIG (a PodSet template that is
- * not a Pod, "Workload ns/name PodSet P: ..."), TSR_EINVAL (product NULL) or TSR_ENOMEM. No
- * verdict is guessed from a snapshot that could not be read.
+ * name), then places target (core/admit.h): a snapshot made, judged once and freed. Returns 0
+ * with *out, or with diag: the errors of tsr_admit_snapshot_ledger ("node X: ..."), TSR_EPARSE /
+ * TSR_ETOOBIG (a PodSet template that is not a Pod, "Workload ns/name PodSet P: ..."), TSR_EINVAL
+ * (product NULL) or TSR_ENOMEM. No verdict is guessed from a snapshot that could not be read.
  */
 int tsr_admit_snapshot_judge(const struct tsr_product *product,
                              const struct tsr_snapshot_node *nodes, size_t n_nodes,

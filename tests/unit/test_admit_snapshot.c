@@ -15,7 +15,10 @@
  *   - a Workload pinned to a fragmented node is held with the node's numbers, while the same
  *     Workload without a hostname-level assignment fits elsewhere in the pool;
  *   - no single accelerator flavor: Retry; a node gone (unlisted or not present): Retry;
- *   - an annotation that does not decode stops the judgement, naming the node and the Pod.
+ *   - an annotation that does not decode stops the judgement, naming the node and the Pod;
+ *   - every verdict above is checked again through a kept snapshot (tsr_admit_snapshot_new, the
+ *     other Workloads judged first, the target twice), and a kept snapshot charges a Workload
+ *     that turned Ready once and judges it again without its own charge.
  * The reader cases parse Workloads that encoding/json wrote for Kueue v0.17.0's v1beta2 Go types
  * (the topology assignment encoded by its own tas.V1Beta2From: a common prefix, individual or
  * universal values and counts, "podSetAssignments": null on a Workload without assignments),
@@ -170,6 +173,34 @@ static void place(struct wl *x, const char *node, unsigned pods)
         x->d[x->ps.n_domains++] = (struct tsr_snapshot_domain){node, pods};
 }
 
+/*
+ * A snapshot kept for many verdicts answers what the one-shot judgement answered, judging target
+ * twice (the first verdict leaves the snapshot as it was) and after an unrelated Workload's verdict.
+ */
+static void assert_same_as_kept(const struct tsr_snapshot_workload *workloads, size_t n,
+                                const struct tsr_snapshot_workload *target,
+                                const struct tsr_admit_verdict *once)
+{
+        struct tsr_admit_snapshot *s = NULL;
+        struct tsr_admit_verdict v;
+        struct tsr_diag diag;
+
+        tsr_diag_clear(&diag);
+        assert_int_equal(tsr_admit_snapshot_new(fx_product(H100), pool.nodes, pool.n, workloads, n,
+                                                target->cluster_queue, &s, &diag),
+                         0);
+        for (size_t round = 0; round < 2; round++) {
+                for (size_t i = 0; i < n; i++)
+                        if (&workloads[i] != target)
+                                assert_int_equal(
+                                    tsr_admit_snapshot_verdict(s, &workloads[i], &v, &diag), 0);
+                assert_int_equal(tsr_admit_snapshot_verdict(s, target, &v, &diag), 0);
+                assert_int_equal(v.state, once->state);
+                assert_string_equal(v.message, once->message);
+        }
+        tsr_admit_snapshot_free(s);
+}
+
 /* Judges target against pool with workloads[0..n); fails the test on an error. */
 static struct tsr_admit_verdict judge(const struct tsr_snapshot_workload *workloads, size_t n,
                                       const struct tsr_snapshot_workload *target)
@@ -183,6 +214,7 @@ static struct tsr_admit_verdict judge(const struct tsr_snapshot_workload *worklo
                                       &v, &diag);
         if (rc)
                 fail_msg("judge = %s (%s)", tsr_err_name(rc), diag.msg);
+        assert_same_as_kept(workloads, n, target, &v);
         return v;
 }
 
@@ -236,6 +268,52 @@ static void test_snapshot__inflight_window(void **state)
         list[0].finished = false;
         list[0].podsets = &(struct tsr_snapshot_podset){"main", 1, tmpl, FLAVOR, 0, NULL};
         assert_ready(judge(list, 2, &list[1]));
+        json_decref(tmpl);
+        pool_reset();
+}
+
+/*
+ * The inflight window through one kept snapshot, as the simulator's check pass uses it: the first
+ * Workload answered Ready is charged once, the second then finds its accelerator taken, and the
+ * first judged again is judged without its own charge.
+ */
+static void test_snapshot__kept_snapshot_charges_ready(void **state)
+{
+        json_t *tmpl = slice_template(PCT(60));
+        struct wl w[2];
+        struct tsr_snapshot_workload list[2];
+        struct tsr_admit_snapshot *s = NULL;
+        struct tsr_admit_verdict v;
+        struct tsr_diag diag;
+
+        (void)state;
+        pool_reset();
+        add_node("node-a", 1);
+        wl_init(&w[0], "first", 1, tmpl);
+        wl_init(&w[1], "second", 1, tmpl);
+        place(&w[0], "node-a", 1);
+        place(&w[1], "node-a", 1);
+        list[0] = w[0].w;
+        list[1] = w[1].w;
+        tsr_diag_clear(&diag);
+        assert_int_equal(
+            tsr_admit_snapshot_new(fx_product(H100), pool.nodes, pool.n, list, 2, CQ, &s, &diag), 0);
+        assert_int_equal(tsr_admit_snapshot_verdict(s, &list[1], &v, &diag), 0);
+        assert_ready(v);
+        assert_int_equal(tsr_admit_snapshot_verdict(s, &list[0], &v, &diag), 0);
+        assert_ready(v);
+        list[0].check = TSR_CHECK_READY;
+        assert_int_equal(tsr_admit_snapshot_charge(s, &list[0], &diag), 0);
+        assert_int_equal(tsr_admit_snapshot_charge(s, &list[0], &diag), 0); /* once only */
+        assert_int_equal(tsr_admit_snapshot_verdict(s, &list[1], &v, &diag), 0);
+        assert_int_equal(v.state, TSR_CHECK_RETRY);
+        assert_string_equal(v.message,
+                            "node \"node-a\" fits 0 of 1 Pod: each needs 960000 free units and a "
+                            "free slice slot on one accelerator, the freest accelerator has 640000 "
+                            "units" RETRY_END);
+        assert_int_equal(tsr_admit_snapshot_verdict(s, &list[0], &v, &diag), 0);
+        assert_ready(v);
+        tsr_admit_snapshot_free(s);
         json_decref(tmpl);
         pool_reset();
 }
@@ -867,6 +945,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_snapshot__inflight_window),
+            cmocka_unit_test(test_snapshot__kept_snapshot_charges_ready),
             cmocka_unit_test(test_snapshot__held_and_not_held),
             cmocka_unit_test(test_snapshot__finished_pods),
             cmocka_unit_test(test_snapshot__pinned_on_fragmented_node),
