@@ -53,16 +53,14 @@ static void judge(const struct tsr_kueue_workload *k)
 
         for (unsigned i = 0; i < 2; i++)
                 tsr_capability_detect(h100, i, "GPU", false, &caps[i]);
-        nodes[0] = (struct tsr_snapshot_node){name, true, flavor, h100, caps, 2, NULL, 0, NULL};
-        nodes[1] = (struct tsr_snapshot_node){strcmp(name, "node-b") ? "node-b" : "node-c",
-                                              true,
-                                              "other",
-                                              h100,
-                                              caps,
-                                              2,
-                                              NULL,
-                                              0,
-                                              NULL};
+        nodes[0] = (struct tsr_snapshot_node){
+            .name = name, .present = true, .flavor = flavor, .product = h100, .caps = caps, .n = 2};
+        nodes[1] = (struct tsr_snapshot_node){.name = strcmp(name, "node-b") ? "node-b" : "node-c",
+                                              .present = true,
+                                              .flavor = "other",
+                                              .product = h100,
+                                              .caps = caps,
+                                              .n = 2};
         tsr_diag_clear(&diag);
         if (tsr_admit_snapshot_judge(h100, nodes, 2, &k->w, 1, &k->w, &v, &diag)) {
                 if (diag.msg[0] == '\0')

@@ -11,6 +11,7 @@
 #include "codec/pod_spec.h"
 #include "core/demand.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,32 +105,49 @@ static bool inflight(const struct tsr_snapshot_workload *o, const char *cluster_
                (o->admitted || (o->has_check && o->check == TSR_CHECK_READY));
 }
 
-/* Whether pod belongs to PodSet podset of w. */
-static bool member(json_t *pod, const struct tsr_snapshot_workload *w, const char *podset)
+/* What makes a Pod a member of a PodSet: its namespace, Workload annotation and PodSet label. */
+struct pod_key {
+        const char *ns, *workload, *podset; /* NULL when the Pod lacks one */
+};
+
+static struct pod_key pod_key_of(json_t *pod)
 {
         json_t *meta = json_object_get(pod, "metadata");
-        const char *ns = json_string_value(json_object_get(meta, "namespace"));
-        const char *wl = json_string_value(
-            json_object_get(json_object_get(meta, "annotations"), TSR_KUEUE_WORKLOAD_ANNOTATION));
-        const char *ps = json_string_value(
-            json_object_get(json_object_get(meta, "labels"), TSR_KUEUE_PODSET_LABEL));
 
-        return ns && wl && ps && !strcmp(ns, w->ns) && !strcmp(wl, w->name) && !strcmp(ps, podset);
+        return (struct pod_key){
+            json_string_value(json_object_get(meta, "namespace")),
+            json_string_value(json_object_get(json_object_get(meta, "annotations"),
+                                              TSR_KUEUE_WORKLOAD_ANNOTATION)),
+            json_string_value(
+                json_object_get(json_object_get(meta, "labels"), TSR_KUEUE_PODSET_LABEL)),
+        };
 }
 
-/* Whether pod's allocation record names every container that asks for m's accelerators. */
-static bool held(json_t *pod, const struct tsr_manufacturer *m,
-                 struct tsr_container_allocation *alloc)
+/* Whether the Pod of key belongs to PodSet podset of w. */
+static bool member(const struct pod_key *key, const struct tsr_snapshot_workload *w,
+                   const char *podset)
 {
+        return key->workload && key->ns && key->podset && !strcmp(key->workload, w->name) &&
+               !strcmp(key->ns, w->ns) && !strcmp(key->podset, podset);
+}
+
+bool tsr_admit_snapshot_held(json_t *pod, const struct tsr_manufacturer *m)
+{
+        struct tsr_container_allocation *alloc;
         struct tsr_pod_spec *spec;
         size_t na;
         bool all = true;
 
         if (tsr_pod_finished(pod))
                 return true;
-        if (tsr_alloc_annotation_of_pod(pod, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, NULL) ||
-            tsr_pod_spec_new(pod, &spec, NULL))
+        alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
+        if (!alloc)
                 return false;
+        if (tsr_alloc_annotation_of_pod(pod, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, NULL) ||
+            tsr_pod_spec_new(pod, &spec, NULL)) {
+                free(alloc);
+                return false;
+        }
         for (size_t i = 0; i < spec->req.n && all; i++) {
                 struct tsr_demand d;
                 bool named = false;
@@ -142,6 +160,7 @@ static bool held(json_t *pod, const struct tsr_manufacturer *m,
                 all = named;
         }
         free(spec);
+        free(alloc);
         return all;
 }
 
@@ -158,11 +177,33 @@ struct tsr_admit_snapshot {
         size_t n_flavors;
         char **gone; /* hostnames no listed node carries, owned; pool index n_nodes + i */
         size_t n_gone;
-        const struct tsr_snapshot_workload **charged; /* borrowed */
+        bool *listed_charged; /* listed_charged[i]: workloads[i] is charged */
+        const struct tsr_snapshot_workload **charged; /* borrowed, those not listed */
         size_t n_charged;
         struct tsr_admit_pool *pool;
-        struct tsr_container_allocation *alloc; /* held()'s scratch */
+        struct pod_key **keys; /* keys[k]: node k's Pods' keys, read the first time they count */
 };
+
+/* The keys of node k's Pods, read once per snapshot; NULL when out of memory. */
+static const struct pod_key *node_keys(struct tsr_admit_snapshot *s, size_t k)
+{
+        const struct tsr_snapshot_node *n = &s->nodes[k];
+
+        if (s->keys[k])
+                return s->keys[k];
+        s->keys[k] = malloc((n->n_pods + 1) * sizeof(**s->keys));
+        for (size_t x = 0; s->keys[k] && x < n->n_pods; x++)
+                s->keys[k][x] = pod_key_of(n->pods[x]);
+        return s->keys[k];
+}
+
+/* Whether Pod x of node k is held: the caller's memo, else read here. */
+static bool snapshot_held(struct tsr_admit_snapshot *s, size_t k, size_t x)
+{
+        const struct tsr_snapshot_node *n = &s->nodes[k];
+
+        return n->held ? n->held[x] : tsr_admit_snapshot_held(n->pods[x], s->m);
+}
 
 static int by_name(const void *a, const void *b)
 {
@@ -307,15 +348,9 @@ static int admit_workload(struct tsr_admit_snapshot *s, const struct tsr_snapsho
                 struct tsr_admit_podset *ap = &out->podsets[p];
                 struct tsr_pod_spec *spec;
                 struct tsr_diag why;
+                unsigned unheld = 0;
                 int rc;
 
-                tsr_diag_clear(&why);
-                rc = tsr_pod_spec_new(ps->tmpl, &spec, &why);
-                if (rc)
-                        return tsr_diag_set(diag, rc, "Workload %s/%s PodSet %s: %s", w->ns,
-                                            w->name, ps->name, why.msg);
-                tsr_demand_of_pod(&spec->req, s->m, &ap->demand);
-                free(spec);
                 ap->name = ps->name;
                 ap->count = ps->count;
                 ap->flavor = flavor_index(s, ps->flavor);
@@ -327,17 +362,28 @@ static int admit_workload(struct tsr_admit_snapshot *s, const struct tsr_snapsho
                         rc = node_index(s, ps->domains[d].node, &k, diag);
                         if (rc)
                                 return rc;
-                        for (size_t x = 0; charge && k < s->n_nodes && x < s->nodes[k].n_pods;
-                             x++) {
-                                json_t *pod = s->nodes[k].pods[x];
+                        const struct pod_key *keys =
+                            charge && pods > 0 && k < s->n_nodes ? node_keys(s, k) : NULL;
 
-                                if (pods > 0 && member(pod, w, ps->name) &&
-                                    held(pod, s->m, s->alloc))
+                        if (charge && pods > 0 && k < s->n_nodes && !keys)
+                                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+                        for (size_t x = 0; keys && pods > 0 && x < s->nodes[k].n_pods; x++)
+                                if (member(&keys[x], w, ps->name) && snapshot_held(s, k, x))
                                         pods--;
-                        }
                         out->placements[n_placements++] = (struct tsr_admit_placement){k, pods};
                         ap->n_placements++;
+                        unheld += pods;
                 }
+                /* A charge whose Pods are all held places nothing: its demand is not read. */
+                if (charge && !unheld)
+                        continue;
+                tsr_diag_clear(&why);
+                rc = tsr_pod_spec_new(ps->tmpl, &spec, &why);
+                if (rc)
+                        return tsr_diag_set(diag, rc, "Workload %s/%s PodSet %s: %s", w->ns,
+                                            w->name, ps->name, why.msg);
+                tsr_demand_of_pod(&spec->req, s->m, &ap->demand);
+                free(spec);
         }
         out->w = (struct tsr_admit_workload){w->name, w->n_podsets, out->podsets};
         return 0;
@@ -353,8 +399,11 @@ void tsr_admit_snapshot_free(struct tsr_admit_snapshot *s)
         free(s->gone);
         free(s->by_name);
         free(s->flavors);
+        for (size_t k = 0; s->keys && k < s->n_nodes; k++)
+                free(s->keys[k]);
+        free(s->keys);
         free(s->charged);
-        free(s->alloc);
+        free(s->listed_charged);
         free(s);
 }
 
@@ -364,27 +413,66 @@ static bool same_workload(const struct tsr_snapshot_workload *a,
         return !strcmp(a->ns, b->ns) && !strcmp(a->name, b->name);
 }
 
-int tsr_admit_snapshot_charge(struct tsr_admit_snapshot *s, const struct tsr_snapshot_workload *w,
-                              struct tsr_diag *diag)
+/*
+ * Where w's charge is marked: its flag when w points into the listed Workloads (compared as
+ * addresses: w may point anywhere), else NULL.
+ */
+static bool *listed_flag(const struct tsr_admit_snapshot *s, const struct tsr_snapshot_workload *w)
 {
-        struct admit_workload aw = {0};
-        const struct tsr_snapshot_workload **grown;
-        int rc;
+        uintptr_t at = (uintptr_t)w, lo = (uintptr_t)s->workloads;
 
+        if (!s->n_workloads || at < lo || at >= lo + s->n_workloads * sizeof(*w) ||
+            (at - lo) % sizeof(*w))
+                return NULL;
+        return &s->listed_charged[(at - lo) / sizeof(*w)];
+}
+
+static bool is_charged(const struct tsr_admit_snapshot *s, const struct tsr_snapshot_workload *w)
+{
         for (size_t i = 0; i < s->n_charged; i++)
                 if (same_workload(s->charged[i], w))
-                        return 0;
-        grown = realloc(s->charged, (s->n_charged + 1) * sizeof(*s->charged));
-        if (!grown)
-                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
-        s->charged = grown;
+                        return true;
+        for (size_t i = 0; i < s->n_workloads; i++)
+                if (s->listed_charged[i] && same_workload(&s->workloads[i], w))
+                        return true;
+        return false;
+}
+
+/* Charges w and marks it, without asking whether it was charged before. */
+static int charge(struct tsr_admit_snapshot *s, const struct tsr_snapshot_workload *w,
+                  struct tsr_diag *diag)
+{
+        struct admit_workload aw = {0};
+        bool *flag = listed_flag(s, w);
+        int rc = 0;
+
+        if (!flag) {
+                const struct tsr_snapshot_workload **grown =
+                    realloc(s->charged, (s->n_charged + 1) * sizeof(*s->charged));
+
+                if (!grown)
+                        return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+                s->charged = grown;
+        }
         rc = admit_workload(s, w, true, &aw, diag);
         if (!rc)
                 rc = tsr_admit_pool_charge(s->pool, &aw.w, diag);
-        if (!rc)
+        if (!rc && flag)
+                *flag = true;
+        else if (!rc)
                 s->charged[s->n_charged++] = w;
         admit_workload_release(&aw);
         return rc;
+}
+
+int tsr_admit_snapshot_charge(struct tsr_admit_snapshot *s, const struct tsr_snapshot_workload *w,
+                              struct tsr_diag *diag)
+{
+        const bool *flag = listed_flag(s, w);
+
+        if (flag ? *flag : is_charged(s, w))
+                return 0;
+        return charge(s, w, diag);
 }
 
 /* The snapshot with every Workload inflight in cluster_queue charged, skip (if any) left out. */
@@ -412,14 +500,15 @@ static int snapshot_open(const struct tsr_product *product, const struct tsr_sna
         };
         s->by_name = malloc((n_nodes + 1) * sizeof(*s->by_name));
         s->flavors = malloc((n_nodes + 1) * sizeof(*s->flavors));
-        s->alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*s->alloc));
-        rc = !s->by_name || !s->flavors || !s->alloc
+        s->listed_charged = calloc(n_workloads + 1, sizeof(*s->listed_charged));
+        s->keys = calloc(n_nodes + 1, sizeof(*s->keys));
+        rc = !s->by_name || !s->flavors || !s->listed_charged || !s->keys
                  ? tsr_diag_set(diag, TSR_ENOMEM, "out of memory")
                  : build_pool(s, diag);
         for (size_t i = 0; i < n_workloads && !rc; i++)
                 if (inflight(&workloads[i], cluster_queue) &&
                     !(skip && same_workload(&workloads[i], skip)))
-                        rc = tsr_admit_snapshot_charge(s, &workloads[i], diag);
+                        rc = charge(s, &workloads[i], diag);
         if (rc) {
                 tsr_admit_snapshot_free(s);
                 return rc;
@@ -445,9 +534,10 @@ int tsr_admit_snapshot_verdict(struct tsr_admit_snapshot *s,
         struct admit_workload aw = {0};
         int rc;
 
-        for (size_t i = 0; i < s->n_charged; i++)
-                if (same_workload(s->charged[i], target))
-                        return tsr_admit_snapshot_judge(s->product, s->nodes, s->n_nodes,
+        const bool *flag = listed_flag(s, target);
+
+        if (flag ? *flag : is_charged(s, target))
+                return tsr_admit_snapshot_judge(s->product, s->nodes, s->n_nodes,
                                                         s->workloads, s->n_workloads, target,
                                                         out, diag);
         rc = admit_workload(s, target, false, &aw, diag);

@@ -55,6 +55,9 @@ struct tsr_snapshot_node {
         /* NULL, or what tsr_admit_snapshot_ledger returned 0 with for exactly these Pods (a
          * caller's memo of it, kept while the node's Pods have not changed): used as is. */
         const struct tsr_accel_ledger *ledger;
+        /* NULL, or tsr_admit_snapshot_held(pods[i], the product's manufacturer) for each Pod (a
+         * caller's memo, kept while the Pods have not changed). */
+        const bool *held;
 };
 
 /* Pods of a PodSet that the topology assignment puts on one node (the hostname level). */
@@ -94,6 +97,12 @@ struct tsr_snapshot_workload {
  */
 int tsr_admit_snapshot_ledger(const struct tsr_snapshot_node *node, struct tsr_accel_ledger *out,
                               struct tsr_diag *diag);
+
+/*
+ * Whether pod is held for manufacturer m's accelerators: finished, or its allocation record
+ * names every container that asks for one. A record that does not decode is not held.
+ */
+bool tsr_admit_snapshot_held(json_t *pod, const struct tsr_manufacturer *m);
 
 /*
  * Whether the check judges w now: it is active, holds its quota reservation, lists the check, and
