@@ -34,31 +34,47 @@ void tsr_cluster_init(struct tsr_cluster *c)
 
 /*
  * What was computed from a node's Pods at a generation, served again until sim_node_changed moves
- * the node's generation: the ledger tsr_cluster_ledger built (with its result), the node keys
- * projected from it, the labels (fit labels included), and the requests of the unfinished Pods
- * bound there (sim_node_state_refresh's used). labels is a reference of the memo's own; callers
- * get another and only read it.
+ * the node's generation (memo_of then empties it): the ledger tsr_cluster_ledger built (with its
+ * result), the node keys projected from it, the labels (fit labels included), the requests of the
+ * unfinished Pods bound there (sim_node_state_refresh's used), the allocatable
+ * (sim_node_allocatable), and whether each of those Pods is held (tsr_cluster_held). labels is a reference of the memo's own; callers get another and only
+ * read it.
  */
 struct sim_ledger_memo {
-        bool valid;
         unsigned long gen;
+        bool ledger_valid, keys_valid, used_valid, held_valid, alloc_valid;
         int rc;
         struct tsr_diag diag;
         struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
-        bool keys_valid;
-        unsigned long keys_gen;
         struct tsr_node_keys keys;
         json_t *labels;
-        unsigned long labels_gen;
-        bool used_valid;
-        unsigned long used_gen;
         struct pod_resources used;
+        struct pod_resources alloc;
+        bool *held; /* n_held: the node's Pods in cluster order */
+        size_t n_held;
 };
+
+/* The node's memo, emptied first when the node's generation moved since it was filled. */
+static struct sim_ledger_memo *memo_of(const struct sim_node *n)
+{
+        struct sim_ledger_memo *m = n->memo;
+
+        if (m->gen != n->gen) {
+                m->gen = n->gen;
+                m->ledger_valid = m->keys_valid = m->used_valid = m->held_valid = false;
+                m->alloc_valid = false;
+                json_decref(m->labels);
+                m->labels = NULL;
+        }
+        return m;
+}
 
 static void memo_free(struct sim_ledger_memo *m)
 {
-        if (m)
+        if (m) {
                 json_decref(m->labels);
+                free(m->held);
+        }
         free(m);
 }
 
@@ -86,6 +102,9 @@ void tsr_cluster_release(struct tsr_cluster *c)
         free(c->chain);
         free(c->pods);
         free(c->workloads);
+        if (c->workload_index)
+                free(c->workload_index->order);
+        free(c->workload_index);
         tsr_cluster_init(c);
 }
 
@@ -275,9 +294,9 @@ void sim_node_changed(struct tsr_cluster *c, int i)
 static bool memo_answer(const struct sim_node *n, struct tsr_accel_ledger *ledger, int *rc,
                         struct tsr_diag *diag)
 {
-        const struct sim_ledger_memo *m = n->memo;
+        const struct sim_ledger_memo *m = memo_of(n);
 
-        if (!m->valid || m->gen != n->gen)
+        if (!m->ledger_valid)
                 return false;
         memcpy(ledger, m->ledger, n->gpu_count * sizeof(*ledger));
         *rc = m->rc;
@@ -289,13 +308,42 @@ static bool memo_answer(const struct sim_node *n, struct tsr_accel_ledger *ledge
 static void memo_keep(const struct sim_node *n, const struct tsr_accel_ledger *ledger, int rc,
                       const struct tsr_diag *diag)
 {
-        struct sim_ledger_memo *m = n->memo;
+        struct sim_ledger_memo *m = memo_of(n);
 
-        m->valid = true;
-        m->gen = n->gen;
+        m->ledger_valid = true;
         m->rc = rc;
         m->diag = *diag;
         memcpy(m->ledger, ledger, n->gpu_count * sizeof(*ledger));
+}
+
+const bool *tsr_cluster_held(const struct tsr_cluster *c, size_t i, size_t *n)
+{
+        const struct sim_node *node = &c->nodes[i];
+        struct sim_ledger_memo *m = memo_of(node);
+        const struct tsr_manufacturer *mf;
+        size_t count = 0;
+        bool *held;
+
+        if (!node->product)
+                return NULL;
+        if (m->held_valid) {
+                *n = m->n_held;
+                return m->held;
+        }
+        mf = tsr_catalog_manufacturer(node->product->manufacturer);
+        for (size_t k = 0; k < c->n_pods; k++)
+                count += c->pods[k].node == (int)i;
+        held = realloc(m->held, (count + 1) * sizeof(*held));
+        if (!held)
+                return NULL;
+        m->held = held;
+        m->n_held = 0;
+        for (size_t k = 0; k < c->n_pods; k++)
+                if (c->pods[k].node == (int)i)
+                        held[m->n_held++] = tsr_admit_snapshot_held(c->pods[k].obj, mf);
+        m->held_valid = true;
+        *n = m->n_held;
+        return held;
 }
 
 int tsr_cluster_ledger(const struct tsr_cluster *c, size_t i, struct tsr_accel_ledger *ledger,
@@ -335,14 +383,14 @@ int tsr_cluster_node_keys(const struct tsr_cluster *c, size_t i, struct tsr_node
                           struct tsr_diag *diag)
 {
         const struct sim_node *n = &c->nodes[i];
-        struct sim_ledger_memo *m = n->memo;
+        struct sim_ledger_memo *m = memo_of(n);
         struct tsr_accel_ledger ledger[SIM_GPUS_MAX];
         int rc;
 
         out->n = 0;
         if (!n->product)
                 return 0;
-        if (m->keys_valid && m->keys_gen == n->gen) {
+        if (m->keys_valid) {
                 out->n = m->keys.n;
                 memcpy(out->keys, m->keys.keys, m->keys.n * sizeof(m->keys.keys[0]));
                 return 0;
@@ -354,7 +402,6 @@ int tsr_cluster_node_keys(const struct tsr_cluster *c, size_t i, struct tsr_node
         if (!rc) { /* only what succeeded is kept */
                 m->keys.n = out->n;
                 memcpy(m->keys.keys, out->keys, out->n * sizeof(out->keys[0]));
-                m->keys_gen = n->gen;
                 m->keys_valid = true;
         }
         return rc;
@@ -368,12 +415,12 @@ static int set_label(json_t *labels, const char *key, const char *value)
 json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i)
 {
         const struct sim_node *n = &c->nodes[i];
-        struct sim_ledger_memo *m = n->memo;
+        struct sim_ledger_memo *m = memo_of(n);
         struct tsr_chain_labels features;
         json_t *labels;
         int rc;
 
-        if (m->labels && m->labels_gen == n->gen)
+        if (m->labels)
                 return json_incref(m->labels);
         labels = json_object();
         if (!labels)
@@ -395,9 +442,9 @@ json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i)
                 json_decref(labels);
                 return NULL;
         }
+        m = memo_of(n); /* the ledger read above kept it of this generation */
         json_decref(m->labels);
         m->labels = json_incref(labels);
-        m->labels_gen = n->gen;
         return labels;
 }
 
@@ -541,12 +588,12 @@ void sim_node_used(const struct tsr_cluster *c, size_t i, struct pod_resources *
 
 void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *s, size_t i)
 {
-        struct sim_ledger_memo *memo = c->nodes[i].memo;
+        struct sim_ledger_memo *memo = memo_of(&c->nodes[i]);
 
         json_decref(s->labels);
         sim_node_allocatable(c, i, &s->alloc);
         s->labels = tsr_cluster_node_labels(c, i);
-        if (memo->used_valid && memo->used_gen == c->nodes[i].gen) {
+        if (memo->used_valid) {
                 s->used.n = memo->used.n;
                 memcpy(s->used.r, memo->used.r, memo->used.n * sizeof(memo->used.r[0]));
                 return;
@@ -554,7 +601,6 @@ void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *
         sim_node_used(c, i, &s->used);
         memo->used.n = s->used.n;
         memcpy(memo->used.r, s->used.r, s->used.n * sizeof(s->used.r[0]));
-        memo->used_gen = c->nodes[i].gen;
         memo->used_valid = true;
 }
 
@@ -595,15 +641,26 @@ void sim_node_states_free(struct sim_node_state *ns, size_t n)
 
 void sim_node_allocatable(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
 {
+        struct sim_ledger_memo *m = memo_of(&c->nodes[i]);
         struct tsr_node_keys keys;
 
+        if (m->alloc_valid) {
+                out->n = m->alloc.n;
+                memcpy(out->r, m->alloc.r, m->alloc.n * sizeof(m->alloc.r[0]));
+                return;
+        }
         out->n = 0;
         pod_resources_add(out, "cpu", c->nodes[i].cpu_milli);
         pod_resources_add(out, "memory", c->nodes[i].memory_bytes);
         pod_resources_add(out, "pods", 110);
-        if (tsr_cluster_node_keys(c, i, &keys, NULL) == 0)
+        if (tsr_cluster_node_keys(c, i, &keys, NULL) == 0) {
                 for (size_t k = 0; k < keys.n; k++)
                         pod_resources_add(out, keys.keys[k].name, keys.keys[k].allocatable);
+                m = memo_of(&c->nodes[i]);
+                m->alloc.n = out->n;
+                memcpy(m->alloc.r, out->r, out->n * sizeof(out->r[0]));
+                m->alloc_valid = true;
+        }
 }
 
 int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name)
@@ -773,6 +830,9 @@ struct sim_workload *sim_workload_add(struct tsr_cluster *c)
 {
         struct sim_workload *w;
 
+        if (!c->workload_index && !(c->workload_index = calloc(1, sizeof(*c->workload_index))))
+                return NULL;
+        c->workload_index->valid = false;
         if (c->n_workloads == c->cap_workloads) {
                 size_t cap = c->cap_workloads ? c->cap_workloads * 2 : 16;
                 struct sim_workload *ws = realloc(c->workloads, cap * sizeof(*ws));
@@ -798,6 +858,7 @@ void sim_workload_remove(struct tsr_cluster *c, size_t k)
         memmove(&c->workloads[k], &c->workloads[k + 1],
                 (c->n_workloads - k - 1) * sizeof(c->workloads[0]));
         c->n_workloads--;
+        c->workload_index->valid = false;
 }
 
 /* ---- time and the reconcile loop ---------------------------------------------------------- */

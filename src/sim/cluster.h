@@ -104,6 +104,10 @@ struct sim_podset {
         int flavor;   /* index into the pool's flavors while quota is reserved, else -1 */
         size_t n_assign;
         struct sim_assignment *assign; /* TAS topology assignment (hostname level) */
+        /* kueue.c's memo of one Pod's quota cost in the pool of quota_product's model */
+        bool quota_known;
+        const struct tsr_product *quota_product;
+        int64_t quota;
 };
 
 struct sim_workload {
@@ -146,6 +150,13 @@ struct tsr_cluster {
         struct sim_pod *pods;
         size_t n_workloads, cap_workloads;
         struct sim_workload *workloads;
+        /* the Workloads in namespace and name order (kueue.c builds it when !valid); allocated
+         * with the first Workload, invalidated by every add and remove */
+        struct sim_workload_index {
+                const struct sim_workload **order;
+                size_t cap;
+                bool valid;
+        } *workload_index;
         int64_t now;       /* virtual seconds since the run started */
         int64_t next_pass; /* next periodic reclaim pass */
         unsigned uid_seq;
@@ -182,6 +193,13 @@ int tsr_cluster_node(const struct tsr_cluster *c, const char *name);
 
 /* Re-runs detection on node i (a device manager restart). */
 void tsr_cluster_redetect(struct tsr_cluster *c, size_t i);
+
+/*
+ * Whether each Pod bound to node i, in cluster order, is held for the node's accelerators
+ * (tsr_admit_snapshot_held), kept per node generation; *n is how many. NULL for a node without
+ * accelerators, or out of memory.
+ */
+const bool *tsr_cluster_held(const struct tsr_cluster *c, size_t i, size_t *n);
 
 /*
  * Rebuilds node i's ledger from its Pods' annotations into ledger[0..gpu_count). Returns 0 or the

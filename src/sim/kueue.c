@@ -165,6 +165,61 @@ static bool member_of(const struct sim_pod *p, const struct sim_workload *w)
         return !strcmp(p->workload, w->name) && !strcmp(p->ns, w->ns);
 }
 
+/* c->workload_index's order: namespace, then name. */
+static int by_workload_name(const void *a, const void *b)
+{
+        const struct sim_workload *x = *(const struct sim_workload *const *)a;
+        const struct sim_workload *y = *(const struct sim_workload *const *)b;
+        int r = strcmp(x->ns, y->ns);
+
+        return r ? r : strcmp(x->name, y->name);
+}
+
+/*
+ * The index in c->workloads of p's Workload (member_of), or -1: a binary search of the
+ * Workloads in name order, sorted again only after a Workload was added or removed (which is
+ * also all that moves them in memory).
+ */
+static ptrdiff_t workload_of(const struct tsr_cluster *c, const struct sim_pod *p)
+{
+        struct sim_workload_index *x = c->workload_index;
+        size_t lo = 0, hi;
+
+        if (!p->workload[0] || !x)
+                return -1;
+        if (!x->valid) {
+                if (x->cap < c->n_workloads) {
+                        const struct sim_workload **grown =
+                            realloc(x->order, c->n_workloads * sizeof(*grown));
+
+                        if (!grown)
+                                return -1;
+                        x->order = grown;
+                        x->cap = c->n_workloads;
+                }
+                for (size_t k = 0; k < c->n_workloads; k++)
+                        x->order[k] = &c->workloads[k];
+                qsort(x->order, c->n_workloads, sizeof(*x->order), by_workload_name);
+                x->valid = true;
+        }
+        hi = c->n_workloads;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                const struct sim_workload *w = x->order[mid];
+                int r = strcmp(p->ns, w->ns);
+
+                if (!r)
+                        r = strcmp(p->workload, w->name);
+                if (!r)
+                        return w - c->workloads;
+                if (r < 0)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        return -1;
+}
+
 static void ungate(struct sim_pod *p, const struct sim_workload *w, const char *node);
 
 /* Unfinished members of w's PodSet ps that are bound to node i or ungated towards it. */
@@ -232,16 +287,18 @@ static bool join_group(struct tsr_cluster *c, struct sim_workload *w, size_t k)
 
 bool sim_kueue_sync(struct tsr_cluster *c)
 {
+        unsigned *members;
         bool moved = false;
 
         for (size_t k = 0; k < c->n_pods; k++) {
                 struct sim_pod *p = &c->pods[k];
-                const char *group = sim_pod_label(p, SIM_GROUP_LABEL);
+                const char *group;
                 int w;
 
                 if (p->workload[0] || !sim_pod_label(p, SIM_QUEUE_LABEL) ||
                     tsr_cluster_pod_finished(p))
                         continue;
+                group = sim_pod_label(p, SIM_GROUP_LABEL);
                 if (!group) {
                         moved |= create_single(c, k);
                         continue;
@@ -252,27 +309,35 @@ bool sim_kueue_sync(struct tsr_cluster *c)
                 else if (group_total(p))
                         moved |= create_group(c, p->ns, group, group_total(p));
         }
+        /* members[3 * i]: Workload i's members, then those finished, then those failed */
+        members = calloc(3 * c->n_workloads + 1, sizeof(*members));
+        if (!members)
+                return moved;
+        for (size_t k = 0; k < c->n_pods; k++) {
+                ptrdiff_t i = workload_of(c, &c->pods[k]);
+
+                if (i < 0)
+                        continue;
+                members[3 * i]++;
+                members[3 * i + 1] += tsr_cluster_pod_finished(&c->pods[k]);
+                members[3 * i + 2] += c->pods[k].phase == SIM_FAILED;
+        }
+        /* descending: a removal moves only the Workloads already done */
         for (size_t i = c->n_workloads; i-- > 0;) {
                 struct sim_workload *w = &c->workloads[i];
-                unsigned members = 0, done = 0, failed = 0;
+                unsigned done = members[3 * i + 1], failed = members[3 * i + 2];
 
-                for (size_t k = 0; k < c->n_pods; k++) {
-                        if (!member_of(&c->pods[k], w))
-                                continue;
-                        members++;
-                        done += tsr_cluster_pod_finished(&c->pods[k]);
-                        failed += c->pods[k].phase == SIM_FAILED;
-                }
-                if (members == 0) {
+                if (members[3 * i] == 0) {
                         sim_workload_remove(c, i);
                         moved = true;
-                } else if (!w->finished && done == members) {
+                } else if (!w->finished && done == members[3 * i]) {
                         w->finished = true;
                         w->failed = failed > 0;
                         w->finished_at = c->now;
                         moved = true;
                 }
         }
+        free(members);
         return moved;
 }
 
@@ -295,61 +360,99 @@ static struct pod_resources *podset_request(const struct sim_podset *ps)
         return r;
 }
 
-/* Pods of w's PodSet ps that are bound to node i. */
-static unsigned bound_on(const struct tsr_cluster *c, const struct sim_workload *w,
-                         const struct sim_podset *ps, size_t i)
-{
-        unsigned n = 0;
-
-        for (size_t k = 0; k < c->n_pods; k++) {
-                const struct sim_pod *p = &c->pods[k];
-
-                n += p->node == (int)i && member_of(p, w) && !strcmp(p->podset, ps->name);
-        }
-        return n;
-}
-
 static bool holds_quota(const struct sim_workload *w)
 {
         return w->reserved && !w->finished;
 }
 
-/* The nodes as TAS counts them: the scheduler's usage plus the Pods that reserved Workloads were
- * assigned there but are not bound yet. */
+/*
+ * The nodes as TAS counts them: the scheduler's usage plus the Pods that reserved Workloads were
+ * assigned there but are not bound yet. The bound Pods are counted in one pass over the Pods:
+ * bound[k] holds, for the k-th assignment of the Workloads holding quota (in Workload, PodSet,
+ * assignment order), its members bound to the assigned node.
+ */
 static struct sim_node_state *tas_states(const struct tsr_cluster *c)
 {
         struct sim_node_state *ns = sim_node_states(c);
+        size_t *first = malloc((c->n_workloads + 1) * sizeof(*first));
+        unsigned *bound = NULL;
+        size_t n_assign = 0;
 
-        for (size_t k = 0; ns && k < c->n_workloads; k++) {
+        if (!ns || !first)
+                goto fail;
+        for (size_t k = 0; k < c->n_workloads; k++) {
                 const struct sim_workload *w = &c->workloads[k];
+
+                first[k] = n_assign;
+                for (size_t s = 0; holds_quota(w) && s < w->n_podsets; s++)
+                        n_assign += w->podsets[s].n_assign;
+        }
+        bound = calloc(n_assign + 1, sizeof(*bound));
+        if (!bound)
+                goto fail;
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const struct sim_pod *p = &c->pods[k];
+                ptrdiff_t i = p->node < 0 ? -1 : workload_of(c, p);
+                const struct sim_workload *w = i < 0 ? NULL : &c->workloads[i];
+                size_t at;
+
+                if (!w || !holds_quota(w))
+                        continue;
+                at = first[i];
+                for (size_t s = 0; s < w->n_podsets; s++) {
+                        const struct sim_podset *ps = &w->podsets[s];
+
+                        for (size_t a = 0; a < ps->n_assign; a++, at++)
+                                bound[at] += ps->assign[a].node == (size_t)p->node &&
+                                             !strcmp(p->podset, ps->name);
+                }
+        }
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *w = &c->workloads[k];
+                size_t at = first[k];
 
                 if (!holds_quota(w))
                         continue;
                 for (size_t s = 0; s < w->n_podsets; s++) {
                         const struct sim_podset *ps = &w->podsets[s];
-                        struct pod_resources *req = podset_request(ps);
+                        struct pod_resources *req = NULL;
 
-                        for (size_t a = 0; req && a < ps->n_assign; a++) {
-                                unsigned bound = bound_on(c, w, ps, ps->assign[a].node);
-
-                                if (ps->assign[a].count > bound)
-                                        sim_resources_charge(&ns[ps->assign[a].node].used, req,
-                                                             ps->assign[a].count - bound);
+                        for (size_t a = 0; a < ps->n_assign; a++, at++) {
+                                if (ps->assign[a].count <= bound[at])
+                                        continue;
+                                if (!req && !(req = podset_request(ps)))
+                                        continue; /* out of memory: not charged */
+                                sim_resources_charge(&ns[ps->assign[a].node].used, req,
+                                                     ps->assign[a].count - bound[at]);
                         }
                         free(req);
                 }
         }
+        free(first);
+        free(bound);
         return ns;
+fail:
+        free(first);
+        free(bound);
+        if (ns)
+                sim_node_states_free(ns, c->n_nodes);
+        return NULL;
 }
 
 /* ---- quota -------------------------------------------------------------------------------- */
 
-/* What one Pod of ps costs in the pool's quota resource: credits, or CPU milli-cores. */
+/*
+ * What one Pod of ps costs in the pool's quota resource: credits, or CPU milli-cores. The
+ * template never changes: try_reserve keeps the cost per pool model (ps->quota_*) for the
+ * quota sums that follow.
+ */
 static int64_t quota_per_pod(const struct tsr_chain_pool *pool, const struct sim_podset *ps)
 {
         struct tsr_pod_spec *spec;
         int64_t v;
 
+        if (ps->quota_known && ps->quota_product == pool->product)
+                return ps->quota;
         if (tsr_pod_spec_new(ps->tmpl, &spec, NULL))
                 return 0;
         v = pool->product ? tsr_credits_of_pod(
@@ -357,6 +460,13 @@ static int64_t quota_per_pod(const struct tsr_chain_pool *pool, const struct sim
                           : tsr_pod_request(&spec->req, "cpu", true);
         free(spec);
         return v;
+}
+
+static void remember_quota(const struct tsr_chain_pool *pool, struct sim_podset *ps)
+{
+        ps->quota = quota_per_pod(pool, ps);
+        ps->quota_product = pool->product;
+        ps->quota_known = true;
 }
 
 static int64_t mul_sat(int64_t a, unsigned b)
@@ -430,8 +540,22 @@ struct attempt {
         size_t n_flavors;
         int *node_flavor;
         struct sim_node_state *nodes;
+        /* what a failed attempt puts back: the usage of each node it charged, before */
+        bool *saved;
+        size_t *touched, n_touched;
+        struct pod_resources *before; /* before[t]: node touched[t]'s usage */
         char why[1024];
 };
+
+/* Keeps node i's usage the first time the attempt charges it. */
+static void attempt_save(struct attempt *a, size_t i)
+{
+        if (a->saved[i])
+                return;
+        a->saved[i] = true;
+        a->before[a->n_touched] = a->nodes[i].used;
+        a->touched[a->n_touched++] = i;
+}
 
 /* Tries to place ps on flavor f by TAS; fills ps->assign and charges the nodes on success. */
 static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim_podset *ps, int f,
@@ -501,6 +625,7 @@ static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim
         ps->n_assign = 0;
         for (size_t x = 0; x < n_take; x++) {
                 ps->assign[ps->n_assign++] = (struct sim_assignment){take[x].node, take[x].count};
+                attempt_save(a, take[x].node);
                 sim_resources_charge(&a->nodes[take[x].node].used, req, take[x].count);
         }
         ok = true;
@@ -515,7 +640,6 @@ static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct si
 {
         struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
         struct attempt a = {.nodes = nodes};
-        struct pod_resources *saved = NULL;
         int64_t tentative[TSR_CHAIN_FLAVORS_MAX] = {0};
         char qname[TSR_KEY_MAX], more[TSR_QUANTITY_STR_MAX];
         size_t np, s;
@@ -528,17 +652,20 @@ static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct si
                 return false;
         }
         a.node_flavor = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*a.node_flavor));
-        saved = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*saved));
-        if (!a.node_flavor || !saved)
+        a.saved = calloc(c->n_nodes + 1, sizeof(*a.saved));
+        a.touched = malloc((c->n_nodes + 1) * sizeof(*a.touched));
+        a.before = malloc((c->n_nodes + 1) * sizeof(*a.before)); /* pages touched as used */
+        if (!a.node_flavor || !a.saved || !a.touched || !a.before)
                 goto out;
-        for (size_t i = 0; i < c->n_nodes; i++)
-                saved[i] = nodes[i].used;
         tsr_cluster_flavors(c, a.pool, a.flavors, &a.n_flavors, a.node_flavor);
         quota_name(a.pool, qname, sizeof(qname));
         for (s = 0; s < w->n_podsets; s++) {
                 struct sim_podset *ps = &w->podsets[s];
                 struct pod_resources *req = podset_request(ps);
-                int64_t need = mul_sat(quota_per_pod(a.pool, ps), ps->count);
+                int64_t need;
+
+                remember_quota(a.pool, ps);
+                need = mul_sat(ps->quota, ps->count);
                 size_t o = 0;
                 int chosen = -1;
 
@@ -585,8 +712,8 @@ static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct si
                         w->podsets[k].n_assign = 0;
                         w->podsets[k].flavor = -1;
                 }
-                for (size_t i = 0; i < c->n_nodes; i++)
-                        nodes[i].used = saved[i];
+                for (size_t t = 0; t < a.n_touched; t++)
+                        nodes[a.touched[t]].used = a.before[t];
                 goto out;
         }
         w->reserved = true;
@@ -599,7 +726,9 @@ static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct si
         ok = true;
 out:
         free(a.node_flavor);
-        free(saved);
+        free(a.saved);
+        free(a.touched);
+        free(a.before);
         return ok;
 }
 

@@ -1,11 +1,16 @@
 /*
  * node_devices.c - the `gpustack-node-devices` AdmissionCheck controller (gate 3), an adapter
- * over codec/admit_snapshot.h, which `tessera controller` calls too. For every Workload the check
- * judges (tsr_admit_snapshot_judges) it lists, in the snapshot's neutral form, the nodes of the
- * Workload's pool with the Pod objects bound to each, and the Workloads of its ClusterQueue with
- * their PodSets and TAS assignments; the snapshot rebuilds the ledgers, counts the inflight
- * Workloads and judges. It writes a verdict only when the state or message changes, with the
- * transition time only when the state does. It never preempts and never answers Rejected.
+ * over codec/admit_snapshot.h, which `tessera controller` calls too. Each pass lists, once per
+ * ClusterQueue that has a Workload to judge (tsr_admit_snapshot_judges), in the snapshot's
+ * neutral form, the nodes of its pool with the Pod objects bound to each (their ledgers from the
+ * cluster's per-node memo) and the Workloads of the ClusterQueue with their PodSets and TAS
+ * assignments, and keeps one snapshot for all of that queue's verdicts: a Workload answered Ready
+ * is charged for those judged after it, exactly as a snapshot made afresh per verdict would read
+ * it, and one that loses its Ready makes the snapshot anew (a charge is never taken back). Ledgers
+ * and Pods do not move during a pass, and ClusterQueues do not share inflight Workloads, so
+ * judging queue by queue in cluster order gives what judging Workload by Workload did. It writes
+ * a verdict only when the state or message changes, with the transition time only when the state
+ * does. It never preempts and never answers Rejected.
  */
 #include "sim/actors.h"
 
@@ -27,7 +32,7 @@ struct view {
         size_t n_workloads;
         struct tsr_snapshot_podset *podsets; /* SIM_PODSETS_MAX per Workload */
         struct tsr_snapshot_domain *domains;
-        size_t target; /* the judged Workload's index in workloads */
+        size_t *index; /* index[k]: cluster Workload k's entry in workloads, or SIZE_MAX */
 };
 
 static void view_release(struct view *v)
@@ -38,6 +43,7 @@ static void view_release(struct view *v)
         free(v->workloads);
         free(v->podsets);
         free(v->domains);
+        free(v->index);
 }
 
 /* w's state, without its PodSets. */
@@ -83,14 +89,18 @@ static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool 
         tsr_cluster_flavors(c, pool, v->flavors, &v->n_flavors, node_flavor);
         for (size_t i = 0; i < c->n_nodes; i++) {
                 const struct sim_node *n = &c->nodes[i];
-                size_t first = i ? end[i - 1] : 0;
+                size_t first = i ? end[i - 1] : 0, n_held = 0;
                 struct tsr_accel_ledger *l = &v->ledgers[i * SIM_GPUS_MAX];
 
                 if (node_flavor[i] < 0)
                         continue;
+                const bool *held = tsr_cluster_held(c, i, &n_held);
+
                 /* The memo's ledger; a node whose ledger fails is left to the judge to report. */
                 if (tsr_cluster_ledger(c, i, l, NULL))
                         l = NULL;
+                if (held && n_held != end[i] - first)
+                        held = NULL;
                 v->nodes[v->n_nodes++] = (struct tsr_snapshot_node){
                     .name = n->name,
                     .present = true,
@@ -101,6 +111,7 @@ static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool 
                     .pods = &v->pods[first],
                     .n_pods = end[i] - first,
                     .ledger = l,
+                    .held = held,
                 };
         }
         ok = true;
@@ -112,7 +123,8 @@ out:
 
 /*
  * Lists the Workloads of w's ClusterQueue (w among them), their flavor indexes read as the
- * pool's flavor names. Returns false when out of memory.
+ * pool's flavor names, and where each cluster Workload sits in the list. Returns false when out
+ * of memory.
  */
 static bool view_workloads(const struct tsr_cluster *c, const struct sim_workload *w,
                            struct view *v)
@@ -125,17 +137,18 @@ static bool view_workloads(const struct tsr_cluster *c, const struct sim_workloa
         v->workloads = calloc(n, sizeof(*v->workloads));
         v->podsets = calloc(n * SIM_PODSETS_MAX, sizeof(*v->podsets));
         v->domains = calloc(n_domains ? n_domains : 1, sizeof(*v->domains));
-        if (!v->workloads || !v->podsets || !v->domains)
+        v->index = malloc(n * sizeof(*v->index));
+        if (!v->workloads || !v->podsets || !v->domains || !v->index)
                 return false;
         for (size_t k = 0; k < c->n_workloads; k++) {
                 const struct sim_workload *o = &c->workloads[k];
                 struct tsr_snapshot_workload *sw = &v->workloads[v->n_workloads];
                 struct tsr_snapshot_podset *sp = &v->podsets[v->n_workloads * SIM_PODSETS_MAX];
 
+                v->index[k] = SIZE_MAX;
                 if (strcmp(o->cluster_queue, w->cluster_queue))
                         continue;
-                if (o == w)
-                        v->target = v->n_workloads;
+                v->index[k] = v->n_workloads;
                 state_of(o, sw);
                 sw->n_podsets = o->n_podsets;
                 sw->podsets = sp;
@@ -178,39 +191,89 @@ static bool pool_of(const struct tsr_cluster *c, const struct sim_workload *w,
         return false;
 }
 
-static bool judge(struct tsr_cluster *c, struct sim_workload *w)
+/* Writes verdict on w (and its view entry e); returns whether it moved anything. */
+static bool record(const struct tsr_cluster *c, struct sim_workload *w,
+                   struct tsr_snapshot_workload *e, const struct tsr_admit_verdict *verdict)
 {
-        struct tsr_chain_pool pool;
-        struct view v = {0};
-        struct tsr_admit_verdict verdict;
-        bool moved = false;
+        if (verdict->state == w->check && !strcmp(verdict->message, w->check_msg))
+                return false;
+        if (verdict->state != w->check)
+                w->check_changed = c->now;
+        w->check = verdict->state;
+        snprintf(w->check_msg, sizeof(w->check_msg), "%s", verdict->message);
+        e->check = w->check; /* e->check_message is w->check_msg */
+        return true;
+}
 
-        if (!pool_of(c, w, &pool) || !view_nodes(c, &pool, &v) || !view_workloads(c, w, &v) ||
-            tsr_admit_snapshot_judge(pool.product, v.nodes, v.n_nodes, v.workloads, v.n_workloads,
-                                     &v.workloads[v.target], &verdict, NULL))
-                goto out;
-        if (verdict.state != w->check || strcmp(verdict.message, w->check_msg)) {
-                if (verdict.state != w->check)
-                        w->check_changed = c->now;
-                w->check = verdict.state;
-                snprintf(w->check_msg, sizeof(w->check_msg), "%s", verdict.message);
+/*
+ * Judges every Workload of first's ClusterQueue the check judges, first and after, in cluster
+ * order, through one snapshot of the pool: a Workload answered Ready is charged for the next
+ * ones, as a fresh snapshot would; one that loses its Ready makes the snapshot anew. Marks each
+ * one judged in done.
+ */
+static bool judge_queue(struct tsr_cluster *c, size_t first, bool *done)
+{
+        struct sim_workload *w0 = &c->workloads[first];
+        struct tsr_chain_pool pool;
+        struct tsr_admit_snapshot *snap = NULL;
+        struct view v = {0};
+        bool moved = false, have_pool = pool_of(c, w0, &pool);
+        bool viewed = have_pool && view_nodes(c, &pool, &v) && view_workloads(c, w0, &v);
+
+        for (size_t k = first; k < c->n_workloads; k++) {
+                struct sim_workload *w = &c->workloads[k];
+                struct tsr_snapshot_workload state, *e;
+                struct tsr_admit_verdict verdict;
+                bool was_ready;
+
+                if (strcmp(w->cluster_queue, w0->cluster_queue))
+                        continue;
+                state_of(w, &state);
+                if (!tsr_admit_snapshot_judges(&state))
+                        continue;
+                done[k] = true;
+                if (!viewed)
+                        continue;
+                e = &v.workloads[v.index[k]];
+                if (!snap && tsr_admit_snapshot_new(pool.product, v.nodes, v.n_nodes, v.workloads,
+                                                    v.n_workloads, w0->cluster_queue, &snap, NULL))
+                        continue;
+                if (tsr_admit_snapshot_verdict(snap, e, &verdict, NULL))
+                        continue;
+                was_ready = w->has_check && w->check == TSR_CHECK_READY;
+                if (!record(c, w, e, &verdict))
+                        continue;
                 moved = true;
+                if (was_ready) { /* its charge cannot be taken back */
+                        tsr_admit_snapshot_free(snap);
+                        snap = NULL;
+                } else if (verdict.state == TSR_CHECK_READY &&
+                           tsr_admit_snapshot_charge(snap, e, NULL)) {
+                        tsr_admit_snapshot_free(snap);
+                        snap = NULL;
+                }
         }
-out:
+        tsr_admit_snapshot_free(snap);
         view_release(&v);
         return moved;
 }
 
 bool sim_node_devices_check(struct tsr_cluster *c)
 {
+        bool *done = calloc(c->n_workloads + 1, sizeof(*done));
         bool moved = false;
 
+        if (!done)
+                return false;
         for (size_t k = 0; k < c->n_workloads; k++) {
                 struct tsr_snapshot_workload state;
 
+                if (done[k])
+                        continue;
                 state_of(&c->workloads[k], &state);
                 if (tsr_admit_snapshot_judges(&state))
-                        moved |= judge(c, &c->workloads[k]);
+                        moved |= judge_queue(c, k, done);
         }
+        free(done);
         return moved;
 }
