@@ -12,7 +12,8 @@
  *   - every node's ledger as the simulator serves it (tsr_cluster_ledger, memoized per node
  *     generation) equals the one rebuilt now from the Pods bound there, and the requests the
  *     scheduler charges to it (sim_node_states, memoized the same way) equal sim_node_used's,
- *     computed now: no change missed.
+ *     computed now, its allocatable has the keys projected now, and each bound Pod's held
+ *     state (tsr_cluster_held) equals the one read now: no change missed.
  * Several fixed seeds; every failure prints the seed and step.
  */
 #include <setjmp.h>
@@ -232,6 +233,22 @@ static void check_ledger(const struct tsr_cluster *c, size_t i, uint64_t seed, u
                         pods[sn.n_pods++] = c->pods[k].obj;
         a = tsr_cluster_ledger(c, i, served, NULL);
         b = tsr_admit_snapshot_ledger(&sn, fresh, NULL);
+        if (n->product) {
+                size_t n_held = 0;
+                const bool *held = tsr_cluster_held(c, i, &n_held);
+                const struct tsr_manufacturer *m =
+                    tsr_catalog_manufacturer(n->product->manufacturer);
+
+                assert_non_null(held);
+                if (n_held != sn.n_pods)
+                        fail_msg("seed %llu step %u: node %s: %zu held states for %zu Pods",
+                                 (unsigned long long)seed, step, n->name, n_held, sn.n_pods);
+                for (size_t x = 0; x < n_held; x++)
+                        if (held[x] != tsr_admit_snapshot_held(pods[x], m))
+                                fail_msg("seed %llu step %u: node %s: Pod %zu's held state is "
+                                         "stale",
+                                         (unsigned long long)seed, step, n->name, x);
+        }
         test_free(pods);
         if (a != b)
                 fail_msg("seed %llu step %u: node %s: ledger served %d, rebuilt %d",
@@ -252,6 +269,20 @@ static void check_used(const struct tsr_cluster *c, uint64_t seed, unsigned step
 
         assert_non_null(served);
         for (size_t i = 0; i < c->n_nodes; i++) {
+                struct tsr_node_keys keys;
+
+                /* allocatable: the node's own figures, then its keys projected now */
+                assert_int_equal(tsr_cluster_node_keys(c, i, &keys, NULL), 0);
+                if (served[i].alloc.n != 3 + keys.n ||
+                    pod_resources_get(&served[i].alloc, "cpu") != c->nodes[i].cpu_milli)
+                        fail_msg("seed %llu step %u: node %s: allocatable is stale",
+                                 (unsigned long long)seed, step, c->nodes[i].name);
+                for (size_t k = 0; k < keys.n; k++)
+                        if (pod_resources_get(&served[i].alloc, keys.keys[k].name) !=
+                            keys.keys[k].allocatable)
+                                fail_msg("seed %llu step %u: node %s: %s allocatable is stale",
+                                         (unsigned long long)seed, step, c->nodes[i].name,
+                                         keys.keys[k].name);
                 sim_node_used(c, i, fresh);
                 if (fresh->n != served[i].used.n)
                         fail_msg("seed %llu step %u: node %s: %zu resources used, %zu served",
