@@ -6,6 +6,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "codec/json_subset.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -152,15 +153,231 @@ static int decode_accel(json_t *o, struct tsr_accel_allocation *a, struct tsr_di
         return 0;
 }
 
+/* ---- the fast path: a record in the JSON subset, read in place (codec/json_subset.h) ------ */
+
+/* Copies str into dst[len] when it fits (the jansson path's "shorter than len"). */
+static bool copy_str(const struct tsr_jsub_str *str, char *dst, size_t len)
+{
+        if (str->len >= len)
+                return false;
+        memcpy(dst, str->p, str->len);
+        dst[str->len] = '\0';
+        return true;
+}
+
+static bool int_in(struct tsr_jsub *s, int64_t lo, int64_t hi, int64_t *v)
+{
+        return tsr_jsub_int(s, v) && *v >= lo && *v <= hi;
+}
+
+/* allocatedPhysicalPlacements: its first element's start and length, the rest read over. */
+static bool subset_placements(struct tsr_jsub *s, struct tsr_accel_allocation *a, bool *got)
+{
+        struct tsr_jsub_str key;
+        bool start = false, length = false;
+        int64_t v;
+
+        if (!tsr_jsub_array(s))
+                return false;
+        if (!tsr_jsub_element(s))
+                return !s->outside; /* [] */
+        if (!tsr_jsub_object(s))
+                return false;
+        while (tsr_jsub_key(s, &key)) {
+                if (tsr_jsub_is(&key, "start")) {
+                        if (!int_in(s, 0, 31, &v))
+                                return false;
+                        a->start = (unsigned)v;
+                        start = true;
+                } else if (tsr_jsub_is(&key, "length")) {
+                        if (!int_in(s, 1, 32, &v))
+                                return false;
+                        a->length = (unsigned)v;
+                        length = true;
+                } else if (!tsr_jsub_skip(s)) {
+                        return false;
+                }
+        }
+        while (tsr_jsub_element(s))
+                tsr_jsub_skip(s);
+        *got = start && length;
+        return !s->outside;
+}
+
+/* One accelerator object, as decode_accel reads it; false declines. */
+static bool subset_accel(struct tsr_jsub *s, struct tsr_accel_allocation *a)
+{
+        struct tsr_jsub_str key, str;
+        bool id = false, index = false, mode = false, profile = false, placed = false;
+        int64_t v;
+
+        memset(a, 0, sizeof(*a));
+        if (!tsr_jsub_object(s))
+                return false;
+        while (tsr_jsub_key(s, &key)) {
+                bool ok;
+
+                if (tsr_jsub_is(&key, "id")) {
+                        ok = id = tsr_jsub_string(s, &str) && copy_str(&str, a->id, sizeof(a->id));
+                } else if (tsr_jsub_is(&key, "index")) {
+                        ok = index = int_in(s, 0, 1023, &v);
+                        a->index = (unsigned)v;
+                } else if (tsr_jsub_is(&key, "mode")) {
+                        ok = mode = int_in(s, TSR_MODE_NONE, TSR_MODE_PARTITIONED, &v);
+                        a->mode = (enum tsr_mode)v;
+                } else if (tsr_jsub_is(&key, "allocated")) {
+                        ok = int_in(s, 0, INT32_MAX, &a->allocated);
+                } else if (tsr_jsub_is(&key, "allocatedSlices")) {
+                        ok = int_in(s, 0, 1024, &v);
+                        a->slices = (unsigned)v;
+                } else if (tsr_jsub_is(&key, "allocatedPhysicalProfile")) {
+                        ok = profile = tsr_jsub_string(s, &str) &&
+                                       copy_str(&str, a->profile, sizeof(a->profile));
+                } else if (tsr_jsub_is(&key, "allocatedPhysicalID")) {
+                        ok = tsr_jsub_string(s, &str) &&
+                             copy_str(&str, a->physical_id, sizeof(a->physical_id));
+                } else if (tsr_jsub_is(&key, "allocatedPhysicalPlacements")) {
+                        ok = subset_placements(s, a, &placed);
+                } else {
+                        ok = tsr_jsub_skip(s);
+                }
+                if (!ok)
+                        return false;
+        }
+        if (s->outside || !id || !index || !mode)
+                return false;
+        if (a->mode != TSR_MODE_PARTITIONED) { /* decode_accel reads no partition field */
+                a->profile[0] = a->physical_id[0] = '\0';
+                a->start = a->length = 0;
+                return true;
+        }
+        return profile && placed;
+}
+
+/* devices.groups[0]: its id, manufacturer and accelerators; the other groups read over. */
+static bool subset_groups(struct tsr_jsub *s, struct tsr_container_allocation *c, bool *got)
+{
+        struct tsr_jsub_str key, str;
+        bool accels = false;
+
+        if (!tsr_jsub_array(s) || !tsr_jsub_element(s) || !tsr_jsub_object(s))
+                return false;
+        while (tsr_jsub_key(s, &key)) {
+                bool ok;
+
+                if (tsr_jsub_is(&key, "id")) {
+                        ok = tsr_jsub_string(s, &str) &&
+                             copy_str(&str, c->group_id, sizeof(c->group_id));
+                } else if (tsr_jsub_is(&key, "manufacturer")) {
+                        ok = tsr_jsub_string(s, &str) &&
+                             copy_str(&str, c->manufacturer, sizeof(c->manufacturer));
+                } else if (tsr_jsub_is(&key, "accelerators")) {
+                        ok = accels = tsr_jsub_array(s);
+                        while (ok && tsr_jsub_element(s))
+                                ok = c->n < TSR_ALLOC_ACCELS_MAX &&
+                                     subset_accel(s, &c->accels[c->n++]);
+                } else {
+                        ok = tsr_jsub_skip(s);
+                }
+                if (!ok)
+                        return false;
+        }
+        while (tsr_jsub_element(s))
+                tsr_jsub_skip(s);
+        *got = accels;
+        return !s->outside;
+}
+
+/* One container's entry; false declines. */
+static bool subset_entry(struct tsr_jsub *s, struct tsr_container_allocation *c)
+{
+        struct tsr_jsub_str key, str;
+        bool groups = false;
+
+        if (!tsr_jsub_object(s))
+                return false;
+        while (tsr_jsub_key(s, &key)) {
+                bool ok = true;
+
+                if (tsr_jsub_is(&key, "devices")) {
+                        struct tsr_jsub_str inner;
+
+                        ok = tsr_jsub_object(s);
+                        while (ok && tsr_jsub_key(s, &inner))
+                                ok = tsr_jsub_is(&inner, "groups") ? subset_groups(s, c, &groups)
+                                                                   : tsr_jsub_skip(s);
+                } else if (tsr_jsub_is(&key, "deviceIDs")) {
+                        /* as the jansson path: strings kept up to the first that is not one or
+                         * does not fit; the rest read over */
+                        bool taking = true;
+
+                        ok = tsr_jsub_array(s);
+                        while (ok && tsr_jsub_element(s)) {
+                                if (taking && c->n_device_ids < TSR_ALLOC_ACCELS_MAX &&
+                                    tsr_jsub_peek(s) == '"') {
+                                        ok = tsr_jsub_string(s, &str);
+                                        if (ok && copy_str(&str, c->device_ids[c->n_device_ids],
+                                                           sizeof(c->device_ids[0])))
+                                                c->n_device_ids++;
+                                        else
+                                                taking = false;
+                                } else {
+                                        taking = false;
+                                        ok = tsr_jsub_skip(s);
+                                }
+                        }
+                } else {
+                        ok = tsr_jsub_skip(s);
+                }
+                if (!ok || s->outside)
+                        return false;
+        }
+        return !s->outside && groups;
+}
+
+/* Decodes json in the subset into out; false declines (the jansson path then decides). */
+static bool decode_subset(const char *json, struct tsr_container_allocation *out, size_t max,
+                          size_t *n)
+{
+        struct tsr_jsub s;
+        struct tsr_jsub_str name;
+        size_t count = 0;
+
+        tsr_jsub_init(&s, json, strlen(json));
+        if (!tsr_jsub_object(&s))
+                return false;
+        while (tsr_jsub_key(&s, &name)) {
+                struct tsr_container_allocation *c = &out[count];
+
+                if (count >= max || !copy_str(&name, c->container, sizeof(c->container)))
+                        return false;
+                c->group_id[0] = c->manufacturer[0] = '\0';
+                c->n = c->n_device_ids = 0;
+                if (!subset_entry(&s, c))
+                        return false;
+                count++;
+        }
+        if (!tsr_jsub_end(&s))
+                return false;
+        *n = count;
+        return true;
+}
+
+/* ---- the jansson path: everything, with a message for what is wrong -------------------- */
+
 int tsr_alloc_annotation_decode(const char *json, struct tsr_container_allocation *out, size_t max,
                                 size_t *n, struct tsr_diag *diag)
 {
         json_error_t err;
-        json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &err);
+        json_t *root;
         const char *name;
         json_t *entry;
         size_t count = 0;
         int rc = 0;
+
+        if (decode_subset(json, out, max, n))
+                return 0;
+        root = json_loads(json, JSON_REJECT_DUPLICATES, &err);
 
         if (!json_is_object(root)) {
                 json_decref(root);
