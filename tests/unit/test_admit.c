@@ -1514,6 +1514,22 @@ static void random_workload(const struct cluster *c, struct wl *w, const char *n
         }
 }
 
+/* Up to MAX_INFL random inflight Workloads on cl into infl and list; returns how many. */
+static size_t random_inflights(struct wl *infl, struct tsr_admit_workload *list,
+                               const struct tsr_product *flavor_product[2])
+{
+        unsigned n = rnd(MAX_INFL + 1);
+
+        for (unsigned i = 0; i < n; i++) {
+                char name[24];
+
+                snprintf(name, sizeof(name), "inflight%u", i);
+                random_workload(&cl, &infl[i], name, flavor_product, true);
+                list[i] = infl[i].w;
+        }
+        return n;
+}
+
 static void print_demand(const struct tsr_admit_podset *ps)
 {
         const struct tsr_demand *d = &ps->demand;
@@ -1615,14 +1631,7 @@ static void test_admit__matches_reference(void **state)
                 if (rnd(2))
                         fp[1] = fp[0];
                 random_cluster(&cl, fp);
-                n_infl = rnd(MAX_INFL + 1);
-                for (size_t i = 0; i < n_infl; i++) {
-                        char name[16];
-
-                        snprintf(name, sizeof(name), "inflight%zu", i);
-                        random_workload(&cl, &infl[i], name, fp, true);
-                        list[i] = infl[i].w;
-                }
+                n_infl = random_inflights(infl, list, fp);
                 for (int q = 0; q < 4; q++) {
                         struct tsr_admit_verdict v;
                         struct tsr_diag diag = {0};
@@ -1738,15 +1747,9 @@ static void test_admit__pool_judges_like_once(void **state)
                         added++;
                 }
                 assert_int_equal(tsr_admit_pool_nodes(pool), cl.n);
-                n_infl = rnd(MAX_INFL + 1);
-                for (size_t i = 0; i < n_infl; i++) {
-                        char name[16];
-
-                        snprintf(name, sizeof(name), "inflight%zu", i);
-                        random_workload(&cl, &infl[i], name, fp, true);
-                        list[i] = infl[i].w;
+                n_infl = random_inflights(infl, list, fp);
+                for (size_t i = 0; i < n_infl; i++)
                         assert_int_equal(tsr_admit_pool_charge(pool, &list[i], &diag), 0);
-                }
                 for (size_t q = 0; q < N_ELEMS(w); q++)
                         random_workload(&cl, &w[q], "judged", fp, false);
                 for (int q = 0; q < 12; q++) {

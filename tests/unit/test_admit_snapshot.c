@@ -226,6 +226,19 @@ static void assert_ready(struct tsr_admit_verdict v)
 
 /* ---- the snapshot --------------------------------------------------------------------------- */
 
+/* A pool of node-a with one H100, and Workloads "first" and "second" of tmpl's one Pod there. */
+static void two_on_one_gpu(struct wl w[2], struct tsr_snapshot_workload list[2], json_t *tmpl)
+{
+        pool_reset();
+        add_node("node-a", 1);
+        wl_init(&w[0], "first", 1, tmpl);
+        wl_init(&w[1], "second", 1, tmpl);
+        place(&w[0], "node-a", 1);
+        place(&w[1], "node-a", 1);
+        list[0] = w[0].w;
+        list[1] = w[1].w;
+}
+
 /*
  * Two 60 % slices, one H100: the first is judged Ready before any Pod of it exists; the second,
  * judged in that window, finds the accelerator taken by the first's verdict alone.
@@ -237,14 +250,7 @@ static void test_snapshot__inflight_window(void **state)
         struct tsr_snapshot_workload list[2];
 
         (void)state;
-        pool_reset();
-        add_node("node-a", 1);
-        wl_init(&w[0], "first", 1, tmpl);
-        wl_init(&w[1], "second", 1, tmpl);
-        place(&w[0], "node-a", 1);
-        place(&w[1], "node-a", 1);
-        list[0] = w[0].w;
-        list[1] = w[1].w;
+        two_on_one_gpu(w, list, tmpl);
         assert_true(tsr_admit_snapshot_judges(&list[0]));
         assert_ready(judge(list, 2, &list[0]));
         /* The controller writes Ready; the next judgement reads it back. */
@@ -287,14 +293,7 @@ static void test_snapshot__kept_snapshot_charges_ready(void **state)
         struct tsr_diag diag;
 
         (void)state;
-        pool_reset();
-        add_node("node-a", 1);
-        wl_init(&w[0], "first", 1, tmpl);
-        wl_init(&w[1], "second", 1, tmpl);
-        place(&w[0], "node-a", 1);
-        place(&w[1], "node-a", 1);
-        list[0] = w[0].w;
-        list[1] = w[1].w;
+        two_on_one_gpu(w, list, tmpl);
         tsr_diag_clear(&diag);
         assert_int_equal(
             tsr_admit_snapshot_new(fx_product(H100), pool.nodes, pool.n, list, 2, CQ, &s, &diag), 0);
