@@ -17,6 +17,11 @@
  * AdmissionReview back to back for a warm-up and a measured window; both routes are measured at
  * each concurrency, in alternating order. The handshakes are outside the timing.
  *
+ * With --nginx-port, a third server is driven the same way: nginx (Debian's package, started by
+ * bench/run.sh --nginx) answering the same request with a fixed AdmissionReview response over TLS
+ * 1.3 on loopback, checked first like the fixed route; its rates are the ceiling an HTTPS server
+ * reaches on this machine, and fold/nginx says how near the fold comes to it.
+ *
  * Output: plain text, every number measured in this run. Exit status 1 when any request failed.
  * Speed targets belong here, never in the unit tests.
  */
@@ -727,6 +732,7 @@ static void describe_tls(gnutls_certificate_credentials_t cred, unsigned port)
 
 struct options {
         const char *cert, *key, *ca;
+        unsigned nginx_port; /* 0: no nginx to compare with */
         unsigned threads;
         double seconds, warmup;
         unsigned rounds;
@@ -746,6 +752,8 @@ static void usage(FILE *f)
                    "  --rounds N          split each point in N rounds, alternating the servers\n"
                    "                      (default 3)\n"
                    "  --concurrency LIST  client connections per point (default 1,4,16,64)\n"
+                   "  --nginx-port P      also drive the fixed response nginx serves on\n"
+                   "                      127.0.0.1:P (bench/run.sh --nginx starts one)\n"
                    "bench/run.sh makes the certificates and runs this.\n");
 }
 
@@ -793,7 +801,8 @@ static int parse_options(int argc, char **argv, struct options *o)
                 OPT_SECONDS,
                 OPT_WARMUP,
                 OPT_ROUNDS,
-                OPT_CONC
+                OPT_CONC,
+                OPT_NGINX
         };
         static const struct option longs[] = {
             {"cert", required_argument, NULL, OPT_CERT},
@@ -804,6 +813,7 @@ static int parse_options(int argc, char **argv, struct options *o)
             {"warmup", required_argument, NULL, OPT_WARMUP},
             {"rounds", required_argument, NULL, OPT_ROUNDS},
             {"concurrency", required_argument, NULL, OPT_CONC},
+            {"nginx-port", required_argument, NULL, OPT_NGINX},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
         };
@@ -870,6 +880,15 @@ static int parse_options(int argc, char **argv, struct options *o)
                                 return -1;
                         }
                         break;
+                case OPT_NGINX:
+                        errno = 0;
+                        v = strtoul(optarg, &end, 10);
+                        if (errno || end == optarg || *end || v < 1 || v > 65535) {
+                                fprintf(stderr, "bench: --nginx-port must be within 1..65535\n");
+                                return -1;
+                        }
+                        o->nginx_port = (unsigned)v;
+                        break;
                 case 'h':
                         usage(stdout);
                         exit(0);
@@ -925,7 +944,7 @@ int main(int argc, char **argv)
         const struct tsr_webhook_route *fold_route = tsr_webhook_route_find(FOLD_PATH);
         char *req = NULL, *req_fixed = NULL, model[128];
         size_t req_len = 0, fixed_len = 0, body_len = 0, fold_bytes = 0, fixed_bytes = 0,
-               failed = 0;
+               nginx_bytes = 0, failed = 0;
         unsigned port;
         int status = 1, rc;
 
@@ -961,55 +980,77 @@ int main(int argc, char **argv)
                port, o.threads, fold_route->name);
         describe_tls(cred, port);
         if (verify(cred, port, "fold", req, req_len, true, &fold_bytes) ||
-            verify(cred, port, "fixed", req_fixed, fixed_len, false, &fixed_bytes))
+            verify(cred, port, "fixed", req_fixed, fixed_len, false, &fixed_bytes) ||
+            (o.nginx_port &&
+             verify(cred, o.nginx_port, "nginx", req_fixed, fixed_len, false, &nginx_bytes)))
                 goto out;
         printf("bytes:      request %zu (AdmissionReview body %zu); response fold %zu, fixed "
-               "%zu (HTTP, before TLS framing)\n",
-               req_len, body_len, fold_bytes, fixed_bytes);
+               "%zu, nginx %zu (HTTP, before TLS framing)\n",
+               req_len, body_len, fold_bytes, fixed_bytes, nginx_bytes);
+        if (o.nginx_port)
+                printf("nginx:      127.0.0.1:%u, the same request, a fixed AdmissionReview "
+                       "response from its own configuration (bench/run.sh --nginx)\n",
+                       o.nginx_port);
         printf(
             "timing:     per point and route, %.2f s measured in %u rounds (routes alternating), "
             "each after %.2f s warm-up on fresh connections; one keep-alive connection per "
             "client thread; latency = first request byte sent to last response byte read\n\n",
             o.seconds, o.rounds, o.warmup);
-        printf("%11s | %12s %8s %8s | %12s %8s %8s | %10s\n", "", "fold", "", "", "fixed", "", "",
+        printf("%11s | %12s %8s %8s | %12s %8s %8s | %10s", "", "fold", "", "", "fixed", "", "",
                "");
-        printf("%11s | %12s %8s %8s | %12s %8s %8s | %10s\n", "concurrency", "reviews/s", "p50 ms",
-               "p99 ms", "reviews/s", "p50 ms", "p99 ms", "fold/fixed");
+        if (o.nginx_port)
+                printf(" | %12s %8s %8s | %10s %11s", "nginx", "", "", "", "");
+        printf("\n%11s | %12s %8s %8s | %12s %8s %8s | %10s", "concurrency", "reviews/s",
+               "p50 ms", "p99 ms", "reviews/s", "p50 ms", "p99 ms", "fold/fixed");
+        if (o.nginx_port)
+                printf(" | %12s %8s %8s | %10s %11s", "reviews/s", "p50 ms", "p99 ms",
+                       "fold/nginx", "fixed/nginx");
+        printf("\n");
         fflush(stdout);
         for (size_t i = 0; i < o.n_conc; i++) {
                 struct phase pf = {.cred = cred, .req = req, .req_len = req_len, .port = port};
                 struct phase px = {
                     .cred = cred, .req = req_fixed, .req_len = fixed_len, .port = port};
-                struct series sf, sx;
-                struct result rf, rx;
+                struct phase pn = {
+                    .cred = cred, .req = req_fixed, .req_len = fixed_len, .port = o.nginx_port};
+                struct phase *phases[3] = {&pf, &px, &pn};
+                struct series series[3];
+                struct result res[3];
+                unsigned n_phases = o.nginx_port ? 3 : 2;
                 double slice = o.seconds / o.rounds;
                 int bad = 0;
 
                 /*
-                 * The measured time is split in rounds and the order alternates (fold, fixed,
-                 * fixed, fold, ...), so neither server always runs on a warmer or a quieter
-                 * machine; this one is shared.
+                 * The measured time is split in rounds and the order rotates (fold, fixed[,
+                 * nginx]; fixed, [nginx,] fold; ...), so no server always runs on a warmer or a
+                 * quieter machine; this one is shared.
                  */
-                memset(&sf, 0, sizeof(sf));
-                memset(&sx, 0, sizeof(sx));
-                for (unsigned r = 0; r < o.rounds && !bad; r++) {
-                        bool fold_first = (r + i) % 2 == 0;
+                memset(series, 0, sizeof(series));
+                for (unsigned r = 0; r < o.rounds && !bad; r++)
+                        for (unsigned k = 0; k < n_phases && !bad; k++) {
+                                unsigned at = (r + (unsigned)i + k) % n_phases;
 
-                        bad = measure(fold_first ? &pf : &px, o.conc[i], o.warmup, slice,
-                                      fold_first ? &sf : &sx) ||
-                              measure(fold_first ? &px : &pf, o.conc[i], o.warmup, slice,
-                                      fold_first ? &sx : &sf);
+                                bad = measure(phases[at], o.conc[i], o.warmup, slice, &series[at]);
+                        }
+                for (unsigned k = 0; k < n_phases; k++) {
+                        series_finish(&series[k], &res[k]);
+                        failed += res[k].failed;
                 }
-                series_finish(&sf, &rf);
-                series_finish(&sx, &rx);
                 if (bad) {
                         fprintf(stderr, "bench: out of memory\n");
                         goto out;
                 }
-                failed += rf.failed + rx.failed;
-                printf("%11u | %12.0f %8.3f %8.3f | %12.0f %8.3f %8.3f | %10.2f\n", o.conc[i],
-                       rf.per_second, rf.p50_ms, rf.p99_ms, rx.per_second, rx.p50_ms, rx.p99_ms,
-                       rx.per_second > 0 ? rf.per_second / rx.per_second : 0.0);
+                printf("%11u | %12.0f %8.3f %8.3f | %12.0f %8.3f %8.3f | %10.2f", o.conc[i],
+                       res[0].per_second, res[0].p50_ms, res[0].p99_ms, res[1].per_second,
+                       res[1].p50_ms, res[1].p99_ms,
+                       res[1].per_second > 0 ? res[0].per_second / res[1].per_second : 0.0);
+                if (o.nginx_port)
+                        printf(" | %12.0f %8.3f %8.3f | %10.2f %11.2f", res[2].per_second,
+                               res[2].p50_ms, res[2].p99_ms,
+                               res[2].per_second > 0 ? res[0].per_second / res[2].per_second : 0.0,
+                               res[2].per_second > 0 ? res[1].per_second / res[2].per_second
+                                                     : 0.0);
+                printf("\n");
                 fflush(stdout);
         }
         printf("\nload:       1-minute load average %.2f after the run (other processes share "
