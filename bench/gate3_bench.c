@@ -192,8 +192,8 @@ static void query_draw(struct query *q, enum query_kind kind, size_t n)
         q->ps = (struct tsr_admit_podset){.name = "main", .count = 1, .flavor = 0};
         q->ps.demand = slice_demand();
         if (kind == UNPINNED_FULL)
-                q->ps.demand = (struct tsr_demand){.family = TSR_FAMILY_EXCLUSIVE, .cards = 1,
-                                                   .units = 1600000};
+                q->ps.demand = (struct tsr_demand){
+                    .family = TSR_FAMILY_EXCLUSIVE, .cards = 1, .units = 1600000};
         if (kind == PINNED) {
                 q->ps.n_placements = 1;
                 q->ps.placements = &q->pl;
@@ -239,8 +239,9 @@ static unsigned agree(const struct pool_fixture *f, struct tsr_admit_pool *p, en
                 query_draw(&q, kind, f->n);
                 if (judge_once(f, &q, &a) || tsr_admit_pool_judge(p, &q.w, &b, &diag) ||
                     a.state != b.state || strcmp(a.message, b.message)) {
-                        fprintf(stderr, "gate3_bench: %s query %u: the kept pool answered \"%s\", "
-                                        "once \"%s\"\n",
+                        fprintf(stderr,
+                                "gate3_bench: %s query %u: the kept pool answered \"%s\", "
+                                "once \"%s\"\n",
                                 kind_name[kind], i, b.message, a.message);
                         exit(1);
                 }
@@ -276,7 +277,8 @@ static double rate(const struct pool_fixture *f, struct tsr_admit_pool *kept, en
         return (double)done / ((double)(now - start) / BENCH_NS_PER_SECOND);
 }
 
-/* ---- the ledger from annotations -------------------------------------------------------------- */
+/* ---- the ledger from annotations --------------------------------------------------------------
+ */
 
 /* One Pod object carrying record r's allocation annotation. */
 static json_t *annotated_pod(const struct tsr_alloc_record *r, size_t node, size_t x)
@@ -345,8 +347,7 @@ static void ledger_bench(const struct pool_fixture *f)
                                                 "%d allocated %lld slices %u\n",
                                                 f->names[k], g, (int)out[g].mode,
                                                 (long long)out[g].allocated,
-                                                out[g].allocated_slices,
-                                                (int)f->ledgers[k][g].mode,
+                                                out[g].allocated_slices, (int)f->ledgers[k][g].mode,
                                                 (long long)f->ledgers[k][g].allocated,
                                                 f->ledgers[k][g].allocated_slices);
                                         exit(1);

@@ -1000,11 +1000,11 @@ int main(int argc, char **argv)
                "");
         if (o.nginx_port)
                 printf(" | %12s %8s %8s | %10s %11s", "nginx", "", "", "", "");
-        printf("\n%11s | %12s %8s %8s | %12s %8s %8s | %10s", "concurrency", "reviews/s",
-               "p50 ms", "p99 ms", "reviews/s", "p50 ms", "p99 ms", "fold/fixed");
+        printf("\n%11s | %12s %8s %8s | %12s %8s %8s | %10s", "concurrency", "reviews/s", "p50 ms",
+               "p99 ms", "reviews/s", "p50 ms", "p99 ms", "fold/fixed");
         if (o.nginx_port)
-                printf(" | %12s %8s %8s | %10s %11s", "reviews/s", "p50 ms", "p99 ms",
-                       "fold/nginx", "fixed/nginx");
+                printf(" | %12s %8s %8s | %10s %11s", "reviews/s", "p50 ms", "p99 ms", "fold/nginx",
+                       "fixed/nginx");
         printf("\n");
         fflush(stdout);
         for (size_t i = 0; i < o.n_conc; i++) {
@@ -1048,8 +1048,7 @@ int main(int argc, char **argv)
                         printf(" | %12.0f %8.3f %8.3f | %10.2f %11.2f", res[2].per_second,
                                res[2].p50_ms, res[2].p99_ms,
                                res[2].per_second > 0 ? res[0].per_second / res[2].per_second : 0.0,
-                               res[2].per_second > 0 ? res[1].per_second / res[2].per_second
-                                                     : 0.0);
+                               res[2].per_second > 0 ? res[1].per_second / res[2].per_second : 0.0);
                 printf("\n");
                 fflush(stdout);
         }

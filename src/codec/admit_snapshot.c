@@ -517,11 +517,10 @@ static int snapshot_open(const struct tsr_product *product, const struct tsr_sna
         return 0;
 }
 
-int tsr_admit_snapshot_new(const struct tsr_product *product,
-                           const struct tsr_snapshot_node *nodes, size_t n_nodes,
-                           const struct tsr_snapshot_workload *workloads, size_t n_workloads,
-                           const char *cluster_queue, struct tsr_admit_snapshot **out,
-                           struct tsr_diag *diag)
+int tsr_admit_snapshot_new(const struct tsr_product *product, const struct tsr_snapshot_node *nodes,
+                           size_t n_nodes, const struct tsr_snapshot_workload *workloads,
+                           size_t n_workloads, const char *cluster_queue,
+                           struct tsr_admit_snapshot **out, struct tsr_diag *diag)
 {
         return snapshot_open(product, nodes, n_nodes, workloads, n_workloads, cluster_queue, NULL,
                              out, diag);
@@ -537,9 +536,8 @@ int tsr_admit_snapshot_verdict(struct tsr_admit_snapshot *s,
         const bool *flag = listed_flag(s, target);
 
         if (flag ? *flag : is_charged(s, target))
-                return tsr_admit_snapshot_judge(s->product, s->nodes, s->n_nodes,
-                                                        s->workloads, s->n_workloads, target,
-                                                        out, diag);
+                return tsr_admit_snapshot_judge(s->product, s->nodes, s->n_nodes, s->workloads,
+                                                s->n_workloads, target, out, diag);
         rc = admit_workload(s, target, false, &aw, diag);
         if (!rc)
                 rc = tsr_admit_pool_judge(s->pool, &aw.w, out, diag);

@@ -125,11 +125,10 @@ bool tsr_admit_snapshot_judges(const struct tsr_snapshot_workload *w);
 struct tsr_admit_snapshot;
 
 /* Returns 0 with *out, or the errors of tsr_admit_snapshot_judge with diag. */
-int tsr_admit_snapshot_new(const struct tsr_product *product,
-                           const struct tsr_snapshot_node *nodes, size_t n_nodes,
-                           const struct tsr_snapshot_workload *workloads, size_t n_workloads,
-                           const char *cluster_queue, struct tsr_admit_snapshot **out,
-                           struct tsr_diag *diag);
+int tsr_admit_snapshot_new(const struct tsr_product *product, const struct tsr_snapshot_node *nodes,
+                           size_t n_nodes, const struct tsr_snapshot_workload *workloads,
+                           size_t n_workloads, const char *cluster_queue,
+                           struct tsr_admit_snapshot **out, struct tsr_diag *diag);
 
 /* Charges w (now inflight) once; a Workload charged already is left as is. */
 int tsr_admit_snapshot_charge(struct tsr_admit_snapshot *s, const struct tsr_snapshot_workload *w,

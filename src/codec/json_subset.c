@@ -88,8 +88,7 @@ bool tsr_jsub_int(struct tsr_jsub *s, int64_t *out)
         if (s->outside)
                 return false;
         ws(s);
-        if (s->p < s->end && *s->p == '0' && s->p + 1 < s->end && s->p[1] >= '0' &&
-            s->p[1] <= '9')
+        if (s->p < s->end && *s->p == '0' && s->p + 1 < s->end && s->p[1] >= '0' && s->p[1] <= '9')
                 return leave(s); /* a leading zero is not JSON */
         while (s->p < s->end && *s->p >= '0' && *s->p <= '9') {
                 if (++digits > 18)

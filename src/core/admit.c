@@ -119,14 +119,13 @@ static void append_node(struct tsr_admit_pool *p, const struct tsr_admit_node *n
         p->n_accels += node->n;
 }
 
-int tsr_admit_pool_add(struct tsr_admit_pool *p, const struct tsr_admit_node *node,
-                       size_t *index, struct tsr_diag *diag)
+int tsr_admit_pool_add(struct tsr_admit_pool *p, const struct tsr_admit_node *node, size_t *index,
+                       struct tsr_diag *diag)
 {
         size_t k = p->n, at = p->n;
 
-        if (!reserve_nodes(p, k + 1) ||
-            !reserve((void **)&p->ledger, &p->accel_cap, p->n_accels + node->n + 1,
-                     sizeof(*p->ledger)))
+        if (!reserve_nodes(p, k + 1) || !reserve((void **)&p->ledger, &p->accel_cap,
+                                                 p->n_accels + node->n + 1, sizeof(*p->ledger)))
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         append_node(p, node);
         while (at > 0 && strcmp(p->nodes[p->by_name[at - 1]].name, node->name) > 0)

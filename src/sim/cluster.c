@@ -37,8 +37,8 @@ void tsr_cluster_init(struct tsr_cluster *c)
  * the node's generation (memo_of then empties it): the ledger tsr_cluster_ledger built (with its
  * result), the node keys projected from it, the labels (fit labels included), the requests of the
  * unfinished Pods bound there (sim_node_state_refresh's used), the allocatable
- * (sim_node_allocatable), and whether each of those Pods is held (tsr_cluster_held). labels is a reference of the memo's own; callers get another and only
- * read it.
+ * (sim_node_allocatable), and whether each of those Pods is held (tsr_cluster_held). labels is a
+ * reference of the memo's own; callers get another and only read it.
  */
 struct sim_ledger_memo {
         unsigned long gen;

@@ -156,7 +156,7 @@ struct tsr_cluster {
                 const struct sim_workload **order;
                 size_t cap;
                 bool valid;
-        } *workload_index;
+        } * workload_index;
         int64_t now;       /* virtual seconds since the run started */
         int64_t next_pass; /* next periodic reclaim pass */
         unsigned uid_seq;

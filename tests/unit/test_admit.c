@@ -1759,8 +1759,8 @@ static void test_admit__pool_judges_like_once(void **state)
                         if (q == 6 && rnd(2)) { /* a Workload turns inflight between verdicts */
                                 random_workload(&cl, &infl[n_infl], "late", fp, true);
                                 list[n_infl] = infl[n_infl].w;
-                                assert_int_equal(
-                                    tsr_admit_pool_charge(pool, &list[n_infl], &diag), 0);
+                                assert_int_equal(tsr_admit_pool_charge(pool, &list[n_infl], &diag),
+                                                 0);
                                 n_infl++;
                                 late_charges++;
                         }

@@ -175,7 +175,8 @@ static void place(struct wl *x, const char *node, unsigned pods)
 
 /*
  * A snapshot kept for many verdicts answers what the one-shot judgement answered, judging target
- * twice (the first verdict leaves the snapshot as it was) and after an unrelated Workload's verdict.
+ * twice (the first verdict leaves the snapshot as it was) and after an unrelated Workload's
+ * verdict.
  */
 static void assert_same_as_kept(const struct tsr_snapshot_workload *workloads, size_t n,
                                 const struct tsr_snapshot_workload *target,
@@ -296,7 +297,8 @@ static void test_snapshot__kept_snapshot_charges_ready(void **state)
         two_on_one_gpu(w, list, tmpl);
         tsr_diag_clear(&diag);
         assert_int_equal(
-            tsr_admit_snapshot_new(fx_product(H100), pool.nodes, pool.n, list, 2, CQ, &s, &diag), 0);
+            tsr_admit_snapshot_new(fx_product(H100), pool.nodes, pool.n, list, 2, CQ, &s, &diag),
+            0);
         assert_int_equal(tsr_admit_snapshot_verdict(s, &list[1], &v, &diag), 0);
         assert_ready(v);
         assert_int_equal(tsr_admit_snapshot_verdict(s, &list[0], &v, &diag), 0);

@@ -40,7 +40,8 @@
 #error "CORPUS_DIR names fuzz/corpus/alloc_annotation"
 #endif
 
-/* ---- the scanner ------------------------------------------------------------------------------ */
+/* ---- the scanner ------------------------------------------------------------------------------
+ */
 
 static void scan_init(struct tsr_jsub *s, const char *text)
 {
@@ -101,23 +102,23 @@ static bool in_subset(const char *text)
 static void test_subset__leaves_on_everything_else(void **state)
 {
         static const char *const outside[] = {
-            "\"a\\nb\"",          /* escape */
-            "\"caf\xc3\xa9\"",    /* a byte above 0x7f */
-            "\"a\tb\"",           /* control character */
-            "1.5",                /* fraction */
-            "1e3",                /* exponent */
-            "-1",                 /* negative */
+            "\"a\\nb\"",           /* escape */
+            "\"caf\xc3\xa9\"",     /* a byte above 0x7f */
+            "\"a\tb\"",            /* control character */
+            "1.5",                 /* fraction */
+            "1e3",                 /* exponent */
+            "-1",                  /* negative */
             "1234567890123456789", /* past 18 digits */
-            "01",                 /* leading zero */
-            "{\"a\":1,\"a\":2}",  /* duplicate key */
+            "01",                  /* leading zero */
+            "{\"a\":1,\"a\":2}",   /* duplicate key */
             "{\"o\":{\"k\":1,\"k\":1}}",
             "[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]", /* 17 levels */
-            "{\"a\":1,}",         /* trailing comma */
+            "{\"a\":1,}",                          /* trailing comma */
             "[1,]",
-            "{\"a\" 1}",          /* missing colon */
-            "{\"a\":1} x",        /* trailing bytes */
-            "{\"a\":1",           /* unclosed */
-            "tru",                /* bad literal */
+            "{\"a\" 1}",   /* missing colon */
+            "{\"a\":1} x", /* trailing bytes */
+            "{\"a\":1",    /* unclosed */
+            "tru",         /* bad literal */
             "[1 2]",
             "{1:2}",
             "\"unterminated",
@@ -248,8 +249,8 @@ static bool breaks(unsigned one_in)
         return true;
 }
 
-static const int64_t int_edges[] = {0, 1, 2, 3, 4, 5, 31, 32, 33, 1023, 1024, 1025, INT32_MAX,
-                                    (int64_t)INT32_MAX + 1};
+static const int64_t int_edges[] = {0,  1,  2,    3,    4,    5,         31,
+                                    32, 33, 1023, 1024, 1025, INT32_MAX, (int64_t)INT32_MAX + 1};
 
 static json_t *random_int(int64_t lo, int64_t hi)
 {
@@ -326,8 +327,7 @@ static json_t *random_accel(void)
                 json_t *pl = json_object();
 
                 maybe_set(pl, "start", rnd(4) ? json_integer(rnd(8)) : random_int(0, 31), 15);
-                maybe_set(pl, "length", rnd(4) ? json_integer(1 + rnd(7)) : random_int(1, 32),
-                          15);
+                maybe_set(pl, "length", rnd(4) ? json_integer(1 + rnd(7)) : random_int(1, 32), 15);
                 if (rnd(5) == 0)
                         json_object_set_new(pl, "extra", random_junk(0));
                 maybe_set(a, "allocatedPhysicalProfile", random_str(64), 15);
@@ -351,8 +351,7 @@ static json_t *random_entry(void)
         unsigned n = rnd(10) == 0 ? 16u + breaks(2) : 1 + rnd(3);
 
         for (unsigned i = 0; i < n; i++)
-                json_array_append_new(accels,
-                                      breaks(40) ? json_integer(1) : random_accel());
+                json_array_append_new(accels, breaks(40) ? json_integer(1) : random_accel());
         for (unsigned i = 0, m = rnd(4); i < m; i++)
                 json_array_append_new(ids, rnd(8) == 0 ? json_integer(1) : random_str(256));
         maybe_set(group, "id", random_str(128), 6);
