@@ -224,7 +224,6 @@ static int node_index(struct tsr_admit_snapshot *s, const char *hostname, size_t
             bsearch(hostname, s->by_name, s->n_nodes, sizeof(*s->by_name), name_is);
         struct tsr_admit_node gone = {.present = false, .flavor = TSR_ADMIT_NO_FLAVOR};
         char **grown;
-        int rc;
 
         if (at) {
                 *out = (size_t)(*at - s->nodes);
@@ -242,8 +241,7 @@ static int node_index(struct tsr_admit_snapshot *s, const char *hostname, size_t
         if (!(s->gone[s->n_gone] = strdup(hostname)))
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         gone.name = s->gone[s->n_gone++];
-        rc = tsr_admit_pool_add(s->pool, &gone, out, diag);
-        return rc;
+        return tsr_admit_pool_add(s->pool, &gone, out, diag);
 }
 
 /* The index of flavor name; a name no node carries gets s->n_flavors, which serves nothing. */

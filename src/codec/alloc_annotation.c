@@ -170,6 +170,14 @@ static bool int_in(struct tsr_jsub *s, int64_t lo, int64_t hi, int64_t *v)
         return tsr_jsub_int(s, v) && *v >= lo && *v <= hi;
 }
 
+/* The next value is a string shorter than len: copied into dst. */
+static bool string_in(struct tsr_jsub *s, char *dst, size_t len)
+{
+        struct tsr_jsub_str str;
+
+        return tsr_jsub_string(s, &str) && copy_str(&str, dst, len);
+}
+
 /* allocatedPhysicalPlacements: its first element's start and length, the rest read over. */
 static bool subset_placements(struct tsr_jsub *s, struct tsr_accel_allocation *a, bool *got)
 {
@@ -207,7 +215,7 @@ static bool subset_placements(struct tsr_jsub *s, struct tsr_accel_allocation *a
 /* One accelerator object, as decode_accel reads it; false declines. */
 static bool subset_accel(struct tsr_jsub *s, struct tsr_accel_allocation *a)
 {
-        struct tsr_jsub_str key, str;
+        struct tsr_jsub_str key;
         bool id = false, index = false, mode = false, profile = false, placed = false;
         int64_t v;
 
@@ -218,7 +226,7 @@ static bool subset_accel(struct tsr_jsub *s, struct tsr_accel_allocation *a)
                 bool ok;
 
                 if (tsr_jsub_is(&key, "id")) {
-                        ok = id = tsr_jsub_string(s, &str) && copy_str(&str, a->id, sizeof(a->id));
+                        ok = id = string_in(s, a->id, sizeof(a->id));
                 } else if (tsr_jsub_is(&key, "index")) {
                         ok = index = int_in(s, 0, 1023, &v);
                         a->index = (unsigned)v;
@@ -231,11 +239,9 @@ static bool subset_accel(struct tsr_jsub *s, struct tsr_accel_allocation *a)
                         ok = int_in(s, 0, 1024, &v);
                         a->slices = (unsigned)v;
                 } else if (tsr_jsub_is(&key, "allocatedPhysicalProfile")) {
-                        ok = profile = tsr_jsub_string(s, &str) &&
-                                       copy_str(&str, a->profile, sizeof(a->profile));
+                        ok = profile = string_in(s, a->profile, sizeof(a->profile));
                 } else if (tsr_jsub_is(&key, "allocatedPhysicalID")) {
-                        ok = tsr_jsub_string(s, &str) &&
-                             copy_str(&str, a->physical_id, sizeof(a->physical_id));
+                        ok = string_in(s, a->physical_id, sizeof(a->physical_id));
                 } else if (tsr_jsub_is(&key, "allocatedPhysicalPlacements")) {
                         ok = subset_placements(s, a, &placed);
                 } else {
@@ -257,7 +263,7 @@ static bool subset_accel(struct tsr_jsub *s, struct tsr_accel_allocation *a)
 /* devices.groups[0]: its id, manufacturer and accelerators; the other groups read over. */
 static bool subset_groups(struct tsr_jsub *s, struct tsr_container_allocation *c, bool *got)
 {
-        struct tsr_jsub_str key, str;
+        struct tsr_jsub_str key;
         bool accels = false;
 
         if (!tsr_jsub_array(s) || !tsr_jsub_element(s) || !tsr_jsub_object(s))
@@ -266,11 +272,9 @@ static bool subset_groups(struct tsr_jsub *s, struct tsr_container_allocation *c
                 bool ok;
 
                 if (tsr_jsub_is(&key, "id")) {
-                        ok = tsr_jsub_string(s, &str) &&
-                             copy_str(&str, c->group_id, sizeof(c->group_id));
+                        ok = string_in(s, c->group_id, sizeof(c->group_id));
                 } else if (tsr_jsub_is(&key, "manufacturer")) {
-                        ok = tsr_jsub_string(s, &str) &&
-                             copy_str(&str, c->manufacturer, sizeof(c->manufacturer));
+                        ok = string_in(s, c->manufacturer, sizeof(c->manufacturer));
                 } else if (tsr_jsub_is(&key, "accelerators")) {
                         ok = accels = tsr_jsub_array(s);
                         while (ok && tsr_jsub_element(s))

@@ -102,23 +102,30 @@ bool tsr_jsub_int(struct tsr_jsub *s, int64_t *out)
         return true;
 }
 
-bool tsr_jsub_key(struct tsr_jsub *s, struct tsr_jsub_str *key)
+/*
+ * Steps into the next member or element of the innermost open level, or closes it at close:
+ * true when one follows (to read), false at the end or outside the subset.
+ */
+static bool next_item(struct tsr_jsub *s, char close)
 {
-        unsigned d;
-
         if (s->outside || s->depth == 0)
                 return leave(s);
-        d = s->depth - 1;
         ws(s);
-        if (s->p < s->end && *s->p == '}') {
+        if (s->p < s->end && *s->p == close) {
                 s->p++;
                 s->depth--;
                 return false;
         }
-        if (!s->first[d] && !expect(s, ','))
+        return s->first[s->depth - 1] || expect(s, ',');
+}
+
+bool tsr_jsub_key(struct tsr_jsub *s, struct tsr_jsub_str *key)
+{
+        unsigned d;
+
+        if (!next_item(s, '}') || !tsr_jsub_string(s, key) || !expect(s, ':'))
                 return false;
-        if (!tsr_jsub_string(s, key) || !expect(s, ':'))
-                return false;
+        d = s->depth - 1;
         for (unsigned k = 0; k < s->n_keys[d]; k++)
                 if (s->keys[d][k].len == key->len && !memcmp(s->keys[d][k].p, key->p, key->len))
                         return leave(s); /* jansson's JSON_REJECT_DUPLICATES refuses it */
@@ -131,20 +138,9 @@ bool tsr_jsub_key(struct tsr_jsub *s, struct tsr_jsub_str *key)
 
 bool tsr_jsub_element(struct tsr_jsub *s)
 {
-        unsigned d;
-
-        if (s->outside || s->depth == 0)
-                return leave(s);
-        d = s->depth - 1;
-        ws(s);
-        if (s->p < s->end && *s->p == ']') {
-                s->p++;
-                s->depth--;
+        if (!next_item(s, ']'))
                 return false;
-        }
-        if (!s->first[d] && !expect(s, ','))
-                return false;
-        s->first[d] = false;
+        s->first[s->depth - 1] = false;
         return true;
 }
 

@@ -442,7 +442,6 @@ json_t *tsr_cluster_node_labels(const struct tsr_cluster *c, size_t i)
                 json_decref(labels);
                 return NULL;
         }
-        m = memo_of(n); /* the ledger read above kept it of this generation */
         json_decref(m->labels);
         m->labels = json_incref(labels);
         return labels;
@@ -656,7 +655,6 @@ void sim_node_allocatable(const struct tsr_cluster *c, size_t i, struct pod_reso
         if (tsr_cluster_node_keys(c, i, &keys, NULL) == 0) {
                 for (size_t k = 0; k < keys.n; k++)
                         pod_resources_add(out, keys.keys[k].name, keys.keys[k].allocatable);
-                m = memo_of(&c->nodes[i]);
                 m->alloc.n = out->n;
                 memcpy(m->alloc.r, out->r, out->n * sizeof(out->r[0]));
                 m->alloc_valid = true;
