@@ -131,23 +131,19 @@ static bool member(const struct pod_key *key, const struct tsr_snapshot_workload
                !strcmp(key->ns, w->ns) && !strcmp(key->podset, podset);
 }
 
-bool tsr_admit_snapshot_held(json_t *pod, const struct tsr_manufacturer *m)
+/* tsr_admit_snapshot_held, decoding into alloc (TSR_ALLOC_CONTAINERS_MAX entries). */
+static bool held_into(json_t *pod, const struct tsr_manufacturer *m,
+                      struct tsr_container_allocation *alloc)
 {
-        struct tsr_container_allocation *alloc;
         struct tsr_pod_spec *spec;
         size_t na;
         bool all = true;
 
         if (tsr_pod_finished(pod))
                 return true;
-        alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
-        if (!alloc)
-                return false;
         if (tsr_alloc_annotation_of_pod(pod, alloc, TSR_ALLOC_CONTAINERS_MAX, &na, NULL) ||
-            tsr_pod_spec_new(pod, &spec, NULL)) {
-                free(alloc);
+            tsr_pod_spec_new(pod, &spec, NULL))
                 return false;
-        }
         for (size_t i = 0; i < spec->req.n && all; i++) {
                 struct tsr_demand d;
                 bool named = false;
@@ -160,8 +156,16 @@ bool tsr_admit_snapshot_held(json_t *pod, const struct tsr_manufacturer *m)
                 all = named;
         }
         free(spec);
-        free(alloc);
         return all;
+}
+
+bool tsr_admit_snapshot_held(json_t *pod, const struct tsr_manufacturer *m)
+{
+        struct tsr_container_allocation *alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*alloc));
+        bool held = alloc && held_into(pod, m, alloc);
+
+        free(alloc);
+        return held;
 }
 
 /* The snapshot in core/admit.h's terms: the pool, and what names resolve against. */
@@ -182,6 +186,7 @@ struct tsr_admit_snapshot {
         size_t n_charged;
         struct tsr_admit_pool *pool;
         struct pod_key **keys; /* keys[k]: node k's Pods' keys, read the first time they count */
+        struct tsr_container_allocation *alloc; /* held_into's scratch, allocated when first used */
 };
 
 /* The keys of node k's Pods, read once per snapshot; NULL when out of memory. */
@@ -202,7 +207,11 @@ static bool snapshot_held(struct tsr_admit_snapshot *s, size_t k, size_t x)
 {
         const struct tsr_snapshot_node *n = &s->nodes[k];
 
-        return n->held ? n->held[x] : tsr_admit_snapshot_held(n->pods[x], s->m);
+        if (n->held)
+                return n->held[x];
+        if (!s->alloc && !(s->alloc = malloc(TSR_ALLOC_CONTAINERS_MAX * sizeof(*s->alloc))))
+                return false; /* not held: charged, as an unreadable record is */
+        return held_into(n->pods[x], s->m, s->alloc);
 }
 
 static int by_name(const void *a, const void *b)
@@ -402,6 +411,7 @@ void tsr_admit_snapshot_free(struct tsr_admit_snapshot *s)
         free(s->keys);
         free(s->charged);
         free(s->listed_charged);
+        free(s->alloc);
         free(s);
 }
 
