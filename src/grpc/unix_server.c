@@ -75,6 +75,37 @@ static int flush_some(int fd, struct tsr_buf *out)
         return 0;
 }
 
+/*
+ * The server is stopping and has written everything, the GOAWAY and every stream's trailers
+ * included. Closing now could drop the peer's last frames (a WINDOW_UPDATE, a PING ack) unread,
+ * and its next write would fail with EPIPE, which a client may see before it reads the trailers
+ * already sent. So the write side is shut first and the peer's bytes are read and dropped until
+ * it closes its end, or until the stop's grace deadline.
+ */
+static void linger_close(int fd, long long deadline)
+{
+        uint8_t sink[4096];
+
+        if (shutdown(fd, SHUT_WR) != 0)
+                return;
+        for (;;) {
+                struct pollfd p = {fd, POLLIN, 0};
+                int timeout = (int)(deadline - tsr_monotonic_ms());
+                ssize_t n;
+
+                if (timeout <= 0)
+                        return;
+                if (poll(&p, 1, timeout) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return;
+                }
+                n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+                if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                        return;
+        }
+}
+
 static void serve(struct conn *c, struct tsr_grpc_server_conn *h)
 {
         struct tsr_buf out = TSR_BUF_INIT;
@@ -90,8 +121,12 @@ static void serve(struct conn *c, struct tsr_grpc_server_conn *h)
 
                 if (tsr_grpc_server_conn_output(h, &out) || flush_some(c->fd, &out))
                         break;
-                if (!tsr_grpc_server_conn_alive(h) && out.len == 0)
+                if (!tsr_grpc_server_conn_alive(h) && out.len == 0) {
+                        if (!stopping)
+                                break;
+                        linger_close(c->fd, deadline);
                         break;
+                }
                 if (out.len)
                         p[0].events |= POLLOUT;
                 if (stopping) {

@@ -9,7 +9,9 @@
  * The owner learns that a client cancelled or went away through `closed` (TSR_GRPC_END_CANCELLED
  * or TSR_GRPC_END_CONN_LOST). tsr_grpc_unix_server_stop closes the listener, ends every open
  * stream with grpc-status 0 and a GOAWAY, waits up to one second per connection for those bytes
- * to leave, joins every thread and removes the socket file; `closed` has then run for every
+ * to leave and for the peer to close its end (the server shuts its write side first and reads
+ * until then, so no frame the peer sent late turns into a broken pipe before it reads the
+ * trailers), joins every thread and removes the socket file; `closed` has then run for every
  * stream.
  *
  * Ownership: the server borrows table and user until stop returns.
