@@ -1,0 +1,38 @@
+/*
+ * utf8.c - see utf8.h.
+ */
+#include "base/utf8.h"
+
+#include <stdint.h>
+
+size_t tsr_utf8_len(const unsigned char *s, size_t n)
+{
+        uint32_t cp;
+        size_t len;
+
+        if (s[0] < 0x80)
+                return 1;
+        if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+                len = 2;
+                cp = s[0] & 0x1f;
+        } else if ((s[0] & 0xf0) == 0xe0) {
+                len = 3;
+                cp = s[0] & 0x0f;
+        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+                len = 4;
+                cp = s[0] & 0x07;
+        } else {
+                return 0;
+        }
+        if (len > n)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+                return 0;
+        return len;
+}
