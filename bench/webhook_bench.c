@@ -286,7 +286,10 @@ static bool always_ready(void *ctx, char *why, size_t why_len)
         return true;
 }
 
-/* The fixed response: allowed, no patch, whatever the object. */
+/*
+ * The fixed response: allowed, no patch, whatever the object. The route decodes what the fold
+ * decodes (the Pod's reads), so fold/fixed is the fold's own work.
+ */
 static int allow_unchanged(const struct tsr_webhook_lookup *lookup, const struct tsr_review *review,
                            struct tsr_verdict *verdict, struct tsr_diag *diag)
 {
@@ -298,7 +301,8 @@ static int allow_unchanged(const struct tsr_webhook_lookup *lookup, const struct
 }
 
 static const struct tsr_webhook_route fixed_route = {
-    FIXED_PATH, "bench.fixed-response", "", "v1", "Pod", true, false, allow_unchanged,
+    FIXED_PATH, "bench.fixed-response", "",  "v1", "Pod", true, false, allow_unchanged,
+    tsr_webhook_pod_reads,
 };
 
 /* ---- the client ------------------------------------------------------------------------- */

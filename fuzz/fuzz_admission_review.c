@@ -22,7 +22,9 @@
  * denied, and agrees with the outcome; a validating route never answers a patch; a patch is
  * patchType JSONPatch, base64 of a non-empty JSON array that applies to a copy of request.object
  * and changes it; the same body answers byte for byte the same twice; the handlers leave the
- * lookup's objects as they were.
+ * lookup's objects as they were. A route that decodes only what its handler reads
+ * (route->reads, codec/json_pick.h) answers byte for byte as the same route decoding the whole
+ * body, and its decoded object is the whole object pruned by the reference model.
  */
 #include "base/diag.h"
 #include "codec/admission_review.h"
@@ -30,6 +32,7 @@
 #include "webhook/dispatch.h"
 #include "webhook/handler.h"
 #include "webhook/routes.h"
+#include "json_pick_model.h"
 
 #include <nettle/base64.h>
 #include <stdint.h>
@@ -372,6 +375,63 @@ static bool same_outcome(const struct tsr_webhook_outcome *a, const struct tsr_w
                !strcmp(a->kind, b->kind) && !strcmp(a->ns, b->ns) && !strcmp(a->name, b->name);
 }
 
+/*
+ * The route reading only route->reads answers as the route reading everything; both decodes agree
+ * on every field and the picked object is the whole one pruned.
+ */
+static void check_picked_like_whole(const struct tsr_webhook_route *route,
+                                    const struct tsr_webhook_lookup *lookup, const char *text,
+                                    size_t len, const char *response,
+                                    const struct tsr_webhook_outcome *out)
+{
+        struct tsr_webhook_route whole = *route;
+        struct tsr_webhook_outcome whole_out;
+        struct tsr_review picked_review, whole_review;
+        struct tsr_diag picked_diag, whole_diag;
+        json_t *picked_doc = NULL, *whole_doc = NULL;
+        char *whole_response = NULL;
+        int picked_rc, whole_rc;
+
+        whole.reads = NULL;
+        if (tsr_webhook_dispatch(&whole, lookup, text, len, &whole_response, &whole_out) ||
+            !whole_response || strcmp(response, whole_response) || !same_outcome(out, &whole_out))
+                abort();
+        free(whole_response);
+        tsr_diag_clear(&picked_diag);
+        tsr_diag_clear(&whole_diag);
+        picked_rc =
+            tsr_review_decode(text, len, route->reads, &picked_review, &picked_doc, &picked_diag);
+        whole_rc = tsr_review_decode(text, len, NULL, &whole_review, &whole_doc, &whole_diag);
+        if (picked_rc != whole_rc || strcmp(picked_diag.msg, whole_diag.msg))
+                abort();
+        if (!picked_rc) {
+                json_t *objects[2][2] = {{picked_review.object, whole_review.object},
+                                         {picked_review.old_object, whole_review.old_object}};
+
+                if (strcmp(picked_review.uid, whole_review.uid) ||
+                    strcmp(picked_review.operation, whole_review.operation) ||
+                    strcmp(picked_review.kind, whole_review.kind) ||
+                    strcmp(picked_review.name, whole_review.name) ||
+                    strcmp(picked_review.ns, whole_review.ns) ||
+                    picked_review.dry_run != whole_review.dry_run)
+                        abort();
+                for (int i = 0; i < 2; i++) {
+                        json_t *model;
+
+                        if (!objects[i][0] != !objects[i][1])
+                                abort();
+                        if (!objects[i][1])
+                                continue;
+                        model = model_pick(objects[i][1], route->reads);
+                        if (!model_same_text(objects[i][0], model))
+                                abort();
+                        json_decref(model);
+                }
+        }
+        json_decref(picked_doc);
+        json_decref(whole_doc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         const struct tsr_webhook_route *route;
@@ -402,12 +462,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         if (!json_equal(fixture, pristine))
                 abort();
+        if (route->reads)
+                check_picked_like_whole(route, &lookup, text, len, response, &out);
 
         body = json_loads(response, JSON_REJECT_DUPLICATES, &err);
         if (!json_is_object(body))
                 abort();
         tsr_diag_clear(&diag);
-        refused = tsr_review_decode(text, len, &review, &doc, &diag);
+        refused = tsr_review_decode(text, len, NULL, &review, &doc, &diag);
         if (refused) {
                 if (out.http_status != 400 || out.decoded)
                         abort();

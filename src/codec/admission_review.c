@@ -5,7 +5,9 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "base/utf8.h"
 #include "codec/json_patch.h"
+#include "codec/json_pick.h"
 
 #include <nettle/base64.h>
 #include <stdarg.h>
@@ -88,16 +90,52 @@ static int gvk(json_t *obj, const char *key, char *group, char *version, char *l
         return rc;
 }
 
-int tsr_review_decode(const char *body, size_t len, struct tsr_review *out, json_t **doc,
-                      struct tsr_diag *diag)
+/*
+ * The body as a tree: only what the review's own fields and object_reads name when the picker
+ * can, else whole. Returns 0 (*root NULL: not JSON, jerr says why) or TSR_ENOMEM.
+ */
+static int load(const char *body, size_t len, const struct tsr_json_pick *object_reads,
+                json_t **root, json_error_t *jerr)
+{
+        const struct tsr_json_pick picks[] = {
+            {"apiVersion", NULL},
+            {"kind", NULL},
+            {"request.uid", NULL},
+            {"request.operation", NULL},
+            {"request.kind", NULL},
+            {"request.resource", NULL},
+            {"request.subResource", NULL},
+            {"request.name", NULL},
+            {"request.namespace", NULL},
+            {"request.dryRun", NULL},
+            {"request.object", object_reads},
+            {"request.oldObject", object_reads},
+            {NULL, NULL},
+        };
+        int rc;
+
+        *root = NULL;
+        if (object_reads) {
+                rc = tsr_json_pick_load(body, len, picks, root);
+                if (rc || *root)
+                        return rc;
+        }
+        *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, jerr);
+        return 0;
+}
+
+int tsr_review_decode(const char *body, size_t len, const struct tsr_json_pick *object_reads,
+                      struct tsr_review *out, json_t **doc, struct tsr_diag *diag)
 {
         struct tsr_review r;
         json_error_t jerr;
-        json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr), *req, *dry;
+        json_t *root, *req, *dry;
         char rgroup[TSR_REVIEW_FIELD_MAX], rversion[64];
         const char *api, *kind;
-        int rc;
+        int rc = load(body, len, object_reads, &root, &jerr);
 
+        if (rc)
+                return tsr_diag_set(diag, rc, "out of memory");
         memset(&r, 0, sizeof(r));
         if (!root)
                 return tsr_diag_set(diag, TSR_EPARSE, "the body is not JSON: %s (line %d)",
@@ -156,42 +194,6 @@ int tsr_review_decode(const char *body, size_t len, struct tsr_review *out, json
 }
 
 /*
- * The length of the valid UTF-8 sequence at s (n bytes left), or 0: jansson's rules, no overlong
- * form, no surrogate, nothing past U+10FFFF.
- */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-        uint32_t cp;
-        size_t len;
-
-        if (s[0] < 0x80)
-                return 1;
-        if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-                len = 2;
-                cp = s[0] & 0x1f;
-        } else if ((s[0] & 0xf0) == 0xe0) {
-                len = 3;
-                cp = s[0] & 0x0f;
-        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-                len = 4;
-                cp = s[0] & 0x07;
-        } else {
-                return 0;
-        }
-        if (len > n)
-                return 0;
-        for (size_t i = 1; i < len; i++) {
-                if ((s[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = cp << 6 | (s[i] & 0x3f);
-        }
-        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-                return 0;
-        return len;
-}
-
-/*
  * s as a new JSON string, or NULL on ENOMEM. A verdict's text is cut to its buffer byte-wise, so
  * it can end, or hold a quoted value that ends, inside a UTF-8 sequence, which jansson refuses:
  * each byte that starts no valid sequence becomes U+FFFD, as Go's encoding/json writes it.
@@ -208,7 +210,7 @@ json_t *tsr_review_text(const char *s)
         if (!fixed)
                 return NULL;
         for (size_t i = 0; i < n;) {
-                size_t len = utf8_len((const unsigned char *)s + i, n - i);
+                size_t len = tsr_utf8_len((const unsigned char *)s + i, n - i);
 
                 if (len) {
                         memcpy(fixed + o, s + i, len);

@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 struct tsr_diag;
+struct tsr_json_pick;
 
 #define TSR_REVIEW_FIELD_MAX    256
 #define TSR_VERDICT_MESSAGE_MAX 4096
@@ -69,9 +70,14 @@ void tsr_verdict_warn(struct tsr_verdict *v, const char *fmt, ...)
  * Decodes the AdmissionReview body (len bytes) into *out and *doc. Returns 0, or TSR_EPARSE with
  * diag naming what is wrong (not JSON, wrong apiVersion or kind, no request, no uid, a field of
  * the wrong type, a field longer than its buffer); *out and *doc are untouched on failure.
+ *
+ * object_reads, when not NULL, names what the handler reads of object and oldObject
+ * (codec/json_pick.h paths from the object): only that is built, the rest of the body is checked
+ * and stepped over, and the answer (code, message, every field) is the one the whole tree would
+ * give. A body the picker declines is read whole, as with NULL.
  */
-int tsr_review_decode(const char *body, size_t len, struct tsr_review *out, json_t **doc,
-                      struct tsr_diag *diag);
+int tsr_review_decode(const char *body, size_t len, const struct tsr_json_pick *object_reads,
+                      struct tsr_review *out, json_t **doc, struct tsr_diag *diag);
 
 /*
  * s as a new JSON string (json_decref), or NULL on ENOMEM: a byte that starts no valid UTF-8

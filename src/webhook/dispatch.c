@@ -113,7 +113,7 @@ int tsr_webhook_dispatch(const struct tsr_webhook_route *route,
 
         memset(out, 0, sizeof(*out));
         tsr_diag_clear(&diag);
-        rc = tsr_review_decode(body, len, &review, &doc, &diag);
+        rc = tsr_review_decode(body, len, route->reads, &review, &doc, &diag);
         if (rc == TSR_ENOMEM)
                 return rc;
         if (rc) {

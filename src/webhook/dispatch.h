@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "base/diag.h"
+#include "codec/json_pick.h"
 #include "webhook/handler.h"
 
 struct tsr_webhook_route {
@@ -36,6 +37,8 @@ struct tsr_webhook_route {
         bool mutating;       /* a mutating webhook may patch; a validating one never does */
         bool deletion_guard; /* skip UPDATEs of an object being deleted */
         tsr_webhook_handler handler;
+        /* What the handler reads of the object (codec/json_pick.h), or NULL for all of it. */
+        const struct tsr_json_pick *reads;
 };
 
 /* What happened to one review, for the log line and the metrics. */

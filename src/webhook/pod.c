@@ -47,6 +47,18 @@ struct fold_source {
         struct tsr_diag memory_diag;
 };
 
+static const struct tsr_json_pick container_reads[] = {
+    {"name", NULL}, {"restartPolicy", NULL}, {"resources", NULL}, {NULL, NULL}};
+
+const struct tsr_json_pick tsr_webhook_pod_reads[] = {
+    {"metadata.labels", NULL},              /* queue_of */
+    {"metadata.deletionTimestamp", NULL},   /* dispatch's deletion guard */
+    {"spec.containers[]", container_reads}, /* codec/pod_spec.c, its edits */
+    {"spec.initContainers[]", container_reads},
+    {"spec.affinity", NULL}, /* codec/affinity.c, the card-count pin */
+    {NULL, NULL},
+};
+
 static const char *queue_of(json_t *pod)
 {
         return json_string_value(json_object_get(

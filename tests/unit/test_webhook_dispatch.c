@@ -60,15 +60,16 @@ static int cut_handler(const struct tsr_webhook_lookup *lookup, const struct tsr
         return 0;
 }
 
-static const struct tsr_webhook_route cut = {"/c",  "c.example.com", "",    "v1",
-                                             "Pod", false,           false, cut_handler};
+static const struct tsr_webhook_route cut = {"/c",  "c.example.com", "",          "v1", "Pod",
+                                             false, false,           cut_handler, NULL};
 
-static const struct tsr_webhook_route mutating = {"/m", "m.example.com", "",          "v1", "Pod",
-                                                  true, false,           stub_handler};
-static const struct tsr_webhook_route validating = {"/v",  "v.example.com", "",    "v1",
-                                                    "Pod", false,           false, stub_handler};
-static const struct tsr_webhook_route guarded = {
-    "/g", "g.example.com", "worker.gpustack.ai", "v1alpha1", "Instance", true, true, stub_handler};
+static const struct tsr_webhook_route mutating = {"/m", "m.example.com", "",           "v1", "Pod",
+                                                  true, false,           stub_handler, NULL};
+static const struct tsr_webhook_route validating = {"/v",  "v.example.com", "",  "v1", "Pod", false,
+                                                    false, stub_handler,    NULL};
+static const struct tsr_webhook_route guarded = {"/g",       "g.example.com", "worker.gpustack.ai",
+                                                 "v1alpha1", "Instance",      true,
+                                                 true,       stub_handler,    NULL};
 
 static const struct tsr_webhook_lookup no_lookup;
 
