@@ -22,9 +22,10 @@
  * denied, and agrees with the outcome; a validating route never answers a patch; a patch is
  * patchType JSONPatch, base64 of a non-empty JSON array that applies to a copy of request.object
  * and changes it; the same body answers byte for byte the same twice; the handlers leave the
- * lookup's objects as they were. A route that decodes only what its handler reads
- * (route->reads, codec/json_pick.h) answers byte for byte as the same route decoding the whole
- * body, and its decoded object is the whole object pruned by the reference model.
+ * lookup's objects as they were; every response is byte for byte jansson's compact dump of itself.
+ * A route that decodes only what its handler reads (route->reads, codec/json_pick.h) answers byte
+ * for byte as the same route decoding the whole body, and its decoded object is the whole object
+ * pruned by the reference model.
  */
 #include "base/diag.h"
 #include "codec/admission_review.h"
@@ -468,6 +469,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         body = json_loads(response, JSON_REJECT_DUPLICATES, &err);
         if (!json_is_object(body))
                 abort();
+        /* The response is written as jansson writes it: its compact dump gives the same bytes. */
+        {
+                char *again_text = json_dumps(body, JSON_COMPACT);
+
+                if (!again_text || strcmp(again_text, response))
+                        abort();
+                free(again_text);
+        }
         tsr_diag_clear(&diag);
         refused = tsr_review_decode(text, len, NULL, &review, &doc, &diag);
         if (refused) {

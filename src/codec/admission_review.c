@@ -4,6 +4,7 @@
 #include "codec/admission_review.h"
 
 #include "base/diag.h"
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/utf8.h"
 #include "codec/json_patch.h"
@@ -240,13 +241,17 @@ static char *base64(const char *s, size_t len)
         return out;
 }
 
-/* Adds patch + patchType to resp when the patched object differs. 0 or TSR_ENOMEM. */
-static int add_patch(json_t *resp, json_t *from, json_t *to)
+/*
+ * The base64 of the JSON Patch from `from` to `to` into *out, or NULL when they are equal.
+ * 0 or TSR_ENOMEM.
+ */
+static int patch_text(json_t *from, json_t *to, char **out)
 {
         json_t *ops = NULL;
-        char *text, *b64;
+        char *text;
         int rc = tsr_json_patch_diff(from ? from : json_null(), to, &ops);
 
+        *out = NULL;
         if (rc)
                 return rc;
         if (json_array_size(ops) == 0) {
@@ -255,52 +260,79 @@ static int add_patch(json_t *resp, json_t *from, json_t *to)
         }
         text = json_dumps(ops, JSON_COMPACT);
         json_decref(ops);
-        b64 = text ? base64(text, strlen(text)) : NULL;
+        *out = text ? base64(text, strlen(text)) : NULL;
         free(text);
-        if (!b64)
-                return TSR_ENOMEM;
-        rc = json_object_set_new(resp, "patch", json_string(b64)) ||
-                     json_object_set_new(resp, "patchType", json_string("JSONPatch"))
-                 ? TSR_ENOMEM
-                 : 0;
-        free(b64);
-        return rc;
+        return *out ? 0 : TSR_ENOMEM;
+}
+
+/*
+ * Appends s as a JSON string written as jansson's json_dumps writes one (quote and backslash
+ * escaped, control bytes as \b \f \n \r \t or \u00XX, everything else as is), each byte that
+ * starts no valid UTF-8 sequence written as U+FFFD (tsr_review_text's rule). 0 or an error of
+ * tsr_buf_add.
+ */
+static int put_text(struct tsr_buf *b, const char *s)
+{
+        static const char named[] = "btn fr";
+        size_t n = strlen(s);
+        int rc = tsr_buf_addch(b, '"');
+
+        for (size_t i = 0; !rc && i < n;) {
+                unsigned char c = (unsigned char)s[i];
+                size_t len = 1;
+
+                if (c == '"' || c == '\\') {
+                        rc = tsr_buf_addch(b, '\\') || tsr_buf_addch(b, (char)c);
+                } else if (c >= '\b' && c <= '\r' && c != '\v') {
+                        rc = tsr_buf_addch(b, '\\') || tsr_buf_addch(b, named[c - '\b']);
+                } else if (c < 0x20) {
+                        rc = tsr_buf_addf(b, "\\u%04X", c);
+                } else if (c < 0x80) {
+                        rc = tsr_buf_addch(b, (char)c);
+                } else if ((len = tsr_utf8_len((const unsigned char *)s + i, n - i))) {
+                        rc = tsr_buf_add(b, s + i, len);
+                } else {
+                        len = 1;
+                        rc = tsr_buf_adds(b, "\xef\xbf\xbd");
+                }
+                i += len;
+        }
+        return rc ? rc : tsr_buf_addch(b, '"');
 }
 
 int tsr_review_encode(const struct tsr_review *review, const struct tsr_verdict *v, bool mutating,
                       char **out)
 {
-        json_t *resp = json_pack("{s:s, s:b}", "uid", review->uid, "allowed", v->allowed);
-        json_t *root;
-        int rc = resp ? 0 : TSR_ENOMEM;
+        struct tsr_buf b = TSR_BUF_INIT;
+        char *patch = NULL;
+        int rc = 0;
 
-        if (!rc && !v->allowed) {
-                int code = v->code < 400 ? 400 : v->code;
-
-                rc =
-                    json_object_set_new(resp, "status",
-                                        json_pack("{s:i, s:s, s:o, s:s}", "code", code, "reason",
-                                                  v->reason[0] ? v->reason : "Forbidden", "message",
-                                                  tsr_review_text(v->message), "status", "Failure"))
-                        ? TSR_ENOMEM
-                        : 0;
-        }
-        if (!rc && v->allowed && mutating && v->patched)
-                rc = add_patch(resp, review->object, v->patched);
-        if (!rc && v->n_warnings) {
-                json_t *w = json_array();
-
-                for (size_t i = 0; w && i < v->n_warnings; i++)
-                        json_array_append_new(w, tsr_review_text(v->warnings[i]));
-                rc = !w || json_object_set_new(resp, "warnings", w) ? TSR_ENOMEM : 0;
-        }
-        if (rc) {
-                json_decref(resp);
-                return rc;
-        }
-        root = json_pack("{s:s, s:s, s:o}", "apiVersion", REVIEW_API, "kind", REVIEW_KIND,
-                         "response", resp);
-        *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
-        json_decref(root);
-        return *out ? 0 : TSR_ENOMEM;
+        *out = NULL;
+        if (v->allowed && mutating && v->patched)
+                rc = patch_text(review->object, v->patched, &patch);
+        if (!rc)
+                rc = tsr_buf_adds(&b, "{\"apiVersion\":\"" REVIEW_API "\",\"kind\":\"" REVIEW_KIND
+                                      "\",\"response\":{\"uid\":") ||
+                     put_text(&b, review->uid) ||
+                     tsr_buf_adds(&b, v->allowed ? ",\"allowed\":true" : ",\"allowed\":false");
+        if (!rc && !v->allowed)
+                rc = tsr_buf_addf(&b, ",\"status\":{\"code\":%d,\"reason\":",
+                                  v->code < 400 ? 400 : v->code) ||
+                     put_text(&b, v->reason[0] ? v->reason : "Forbidden") ||
+                     tsr_buf_adds(&b, ",\"message\":") || put_text(&b, v->message) ||
+                     tsr_buf_adds(&b, ",\"status\":\"Failure\"}");
+        if (!rc && patch)
+                rc = tsr_buf_adds(&b, ",\"patch\":\"") || tsr_buf_adds(&b, patch) ||
+                     tsr_buf_adds(&b, "\",\"patchType\":\"JSONPatch\"");
+        for (size_t i = 0; !rc && i < v->n_warnings; i++)
+                rc = tsr_buf_adds(&b, i ? "," : ",\"warnings\":[") || put_text(&b, v->warnings[i]);
+        if (!rc && v->n_warnings)
+                rc = tsr_buf_addch(&b, ']');
+        if (!rc)
+                rc = tsr_buf_adds(&b, "}}");
+        free(patch);
+        if (!rc)
+                *out = tsr_buf_detach(&b);
+        tsr_buf_release(&b);
+        return rc ? TSR_ENOMEM : *out ? 0 : TSR_ENOMEM;
 }

@@ -61,6 +61,12 @@ static bool decline(struct scan *s)
         return false;
 }
 
+static bool nomem(struct scan *s)
+{
+        s->nomem = true;
+        return decline(s);
+}
+
 static void skip_ws(struct scan *s)
 {
         while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
@@ -121,6 +127,32 @@ static size_t utf8_put(char *out, uint32_t cp)
 }
 
 /*
+ * How many of the 8 bytes at p come before the first quote, backslash, control byte or byte
+ * above 0x7f: 8 when none is. (v - ones) & ~v & highs flags a zero byte of v, and maybe bytes
+ * of higher significance (a borrow runs upwards), so on a little-endian machine the lowest flag
+ * is exactly the first such byte in memory.
+ */
+static unsigned plain_prefix8(const unsigned char *p)
+{
+        const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+        uint64_t x, quote, backslash, special;
+
+        memcpy(&x, p, 8);
+        quote = x ^ (ones * '"');
+        backslash = x ^ (ones * '\\');
+        special = (((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+                   ((x - ones * 0x20) & ~x) | x) &
+                  highs;
+        if (!special)
+                return 8;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        return (unsigned)__builtin_ctzll(special) / 8;
+#else
+        return 0; /* the lowest flag is the last byte in memory: let the byte loop look */
+#endif
+}
+
+/*
  * Reads the escape after a backslash at s->p; appends what it means to out (when not NULL).
  * False (declined) on anything jansson refuses: an unknown escape, bad hex, a lone or unpaired
  * surrogate, U+0000.
@@ -164,7 +196,8 @@ static bool scan_escape(struct scan *s, char *out, size_t *n)
 
 /*
  * Checks the string at s->p (on its opening quote) and steps past it. With key set, *key is the
- * string's bytes: in the text when it has no escape, else unescaped into s->decoded.
+ * string's bytes: in the text when it has no escape, else unescaped into s->decoded (a value's
+ * caller gives those bytes back with release_decoded once it has copied them).
  */
 static bool scan_string(struct scan *s, struct key *key)
 {
@@ -173,6 +206,13 @@ static bool scan_string(struct scan *s, struct key *key)
         size_t n = 0;
 
         for (;;) {
+                while (s->end - s->p >= 8) {
+                        unsigned plain = plain_prefix8(s->p);
+
+                        s->p += plain;
+                        if (plain < 8)
+                                break;
+                }
                 while (s->p < s->end && string_class(*s->p) == PLAIN)
                         s->p++;
                 if (s->p >= s->end)
@@ -199,10 +239,8 @@ static bool scan_string(struct scan *s, struct key *key)
                                         /* No key unescapes longer than it is written. */
                                         s->decoded_cap = (size_t)(s->end - start) + 1;
                                         s->decoded = malloc(s->decoded_cap);
-                                        if (!s->decoded) {
-                                                s->nomem = true;
-                                                return decline(s);
-                                        }
+                                        if (!s->decoded)
+                                                return nomem(s);
                                 }
                                 out = s->decoded + s->decoded_len;
                         }
@@ -267,8 +305,10 @@ static bool scan_number(struct scan *s)
         return s->p - start <= NUMBER_LEN_MAX ? true : decline(s);
 }
 
-static bool scan_literal(struct scan *s, const char *word, size_t len)
+static bool scan_literal(struct scan *s, const char *word)
 {
+        size_t len = strlen(word);
+
         if ((size_t)(s->end - s->p) < len || memcmp(s->p, word, len))
                 return decline(s);
         s->p += len;
@@ -297,7 +337,7 @@ static void pop_keys(struct scan *s, size_t base)
         s->n_keys = base;
 }
 
-static bool skip_value(struct scan *s);
+static bool build_value(struct scan *s, json_t **out);
 
 /*
  * Steps through an object or array at s->p, calling member() for each member's value (after its
@@ -353,45 +393,86 @@ static bool walk(struct scan *s, member_fn member, void *ctx)
         return true;
 }
 
-static bool skip_member(struct scan *s, const struct key *key, void *ctx)
+/* Gives back the unescaped bytes of a value string read last. */
+static void release_decoded(struct scan *s, const struct key *text)
 {
-        (void)key;
-        (void)ctx;
-        return skip_value(s);
+        if (s->decoded && text->p >= s->decoded && text->p < s->decoded + s->decoded_cap)
+                s->decoded_len = (size_t)(text->p - s->decoded);
 }
 
-/* Checks and steps over the value at s->p (whitespace before it already skipped). */
-static bool skip_value(struct scan *s)
+/* The number just checked (start to s->p) as jansson reads it: json_int_t, else a double. */
+static json_t *number_value(const unsigned char *start, size_t len)
 {
+        char text[NUMBER_LEN_MAX + 1];
+
+        memcpy(text, start, len);
+        text[len] = '\0';
+        if (strpbrk(text, ".eE"))
+                return json_real(strtod(text, NULL));
+        return json_integer(strtoll(text, NULL, 10));
+}
+
+/* walk's member callback: builds the value into the object or array ctx, or only checks it. */
+static bool build_member(struct scan *s, const struct key *key, void *ctx)
+{
+        json_t *v = NULL;
+
+        if (!build_value(s, ctx ? &v : NULL))
+                return false;
+        if (ctx && (key ? json_object_setn_new_nocheck(ctx, key->p, key->len, v)
+                        : json_array_append_new(ctx, v)))
+                return nomem(s);
+        return true;
+}
+
+/*
+ * Checks the value at s->p (whitespace before it already skipped) and steps past it; with out
+ * set, builds all of it into *out as jansson would.
+ */
+static bool build_value(struct scan *s, json_t **out)
+{
+        const unsigned char *start = s->p;
+        json_t *v = NULL;
+        struct key text;
+
         switch (*s->p) {
         case '{':
         case '[':
-                return walk(s, skip_member, NULL);
+                if (out && !(v = *s->p == '{' ? json_object() : json_array()))
+                        return nomem(s);
+                if (!walk(s, build_member, v)) {
+                        json_decref(v);
+                        return false;
+                }
+                break;
         case '"':
-                return scan_string(s, NULL);
+                if (!scan_string(s, out ? &text : NULL))
+                        return false;
+                if (out) {
+                        v = json_stringn_nocheck(text.p, text.len);
+                        release_decoded(s, &text);
+                }
+                break;
         case 't':
-                return scan_literal(s, "true", 4);
         case 'f':
-                return scan_literal(s, "false", 5);
         case 'n':
-                return scan_literal(s, "null", 4);
+                if (!scan_literal(s, *s->p == 't' ? "true" : *s->p == 'f' ? "false" : "null"))
+                        return false;
+                v = !out            ? NULL
+                    : *start == 't' ? json_true()
+                    : *start == 'f' ? json_false()
+                                    : json_null();
+                break;
         default:
-                if (*s->p == '-' || (*s->p >= '0' && *s->p <= '9'))
-                        return scan_number(s);
-                return decline(s);
+                if (!(*s->p == '-' || (*s->p >= '0' && *s->p <= '9')) || !scan_number(s))
+                        return decline(s);
+                if (out)
+                        v = number_value(start, (size_t)(s->p - start));
         }
-}
-
-/* Checks the value at s->p and parses it whole with jansson into *out. */
-static bool take_whole(struct scan *s, json_t **out)
-{
-        const unsigned char *start = s->p;
-
-        if (!skip_value(s))
-                return false;
-        *out = json_loadb((const char *)start, (size_t)(s->p - start),
-                          JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL);
-        return *out ? true : decline(s);
+        if (!out)
+                return true;
+        *out = v;
+        return v ? true : nomem(s);
 }
 
 struct picking {
@@ -454,14 +535,10 @@ static bool pick_member(struct scan *s, const struct key *key, void *ctx)
                         return false;
         }
         if (!named)
-                return skip_value(s);
-        if (!(whole ? take_whole(s, &v) : pick_value(s, set, n, &v)))
+                return build_value(s, NULL);
+        if (!(whole ? build_value(s, &v) : pick_value(s, set, n, &v)))
                 return false;
-        if (json_object_setn_new_nocheck(pk->built, key->p, key->len, v)) {
-                s->nomem = true;
-                return decline(s);
-        }
-        return true;
+        return json_object_setn_new_nocheck(pk->built, key->p, key->len, v) ? nomem(s) : true;
 }
 
 static bool pick_element(struct scan *s, const struct key *key, void *ctx)
@@ -470,13 +547,9 @@ static bool pick_element(struct scan *s, const struct key *key, void *ctx)
         json_t *v = NULL;
 
         (void)key;
-        if (!(pk->n ? pick_value(s, pk->set, pk->n, &v) : take_whole(s, &v)))
+        if (!(pk->n ? pick_value(s, pk->set, pk->n, &v) : build_value(s, &v)))
                 return false;
-        if (json_array_append_new(pk->built, v)) {
-                s->nomem = true;
-                return decline(s);
-        }
-        return true;
+        return json_array_append_new(pk->built, v) ? nomem(s) : true;
 }
 
 /*
@@ -502,12 +575,10 @@ static bool pick_value(struct scan *s, const struct active *set, size_t n, json_
                 /* An element path that ends ("x[]") takes each element whole. */
                 pk = (struct picking){elements, whole ? 0 : n_elements, json_array()};
         } else {
-                return take_whole(s, out);
+                return build_value(s, out);
         }
-        if (!pk.built) {
-                s->nomem = true;
-                return decline(s);
-        }
+        if (!pk.built)
+                return nomem(s);
         if (!walk(s, *s->p == '{' ? pick_member : pick_element, &pk)) {
                 json_decref(pk.built);
                 return false;
