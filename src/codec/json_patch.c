@@ -125,16 +125,12 @@ static int diff(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops)
         size_t n, mark = path->len;
         int rc;
 
-        /*
-         * Two objects or two arrays are walked without comparing them whole first (an equal
-         * pair gives no operation anyway): comparing at every level would visit a deep subtree
-         * once per level above it.
-         */
+        if (json_equal(from, to))
+                return 0;
         if (json_is_array(from) && json_is_array(to))
                 return diff_arrays(from, to, path, ops);
         if (!json_is_object(from) || !json_is_object(to))
-                return json_equal(from, to) ? 0
-                                            : add_op(ops, "replace", path->len ? path->ptr : "", to);
+                return add_op(ops, "replace", path->len ? path->ptr : "", to);
         rc = sorted_keys(from, &keys, &n);
         for (size_t i = 0; i < n && !rc; i++) {
                 rc = pointer_push(path, keys[i]);
