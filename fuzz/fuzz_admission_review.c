@@ -25,7 +25,8 @@
  * lookup's objects as they were; every response is byte for byte jansson's compact dump of itself.
  * A route that decodes only what its handler reads (route->reads, codec/json_pick.h) answers byte
  * for byte as the same route decoding the whole body, and its decoded object is the whole object
- * pruned by the reference model.
+ * pruned by the reference model, or the whole object where the picker declined (as it does for a
+ * NUL byte after a number, which jansson skips).
  */
 #include "base/diag.h"
 #include "codec/admission_review.h"
@@ -423,8 +424,10 @@ static void check_picked_like_whole(const struct tsr_webhook_route *route,
                                 abort();
                         if (!objects[i][1])
                                 continue;
+                        /* Picked, or read whole where the picker declined the body. */
                         model = model_pick(objects[i][1], route->reads);
-                        if (!model_same_text(objects[i][0], model))
+                        if (!model_same_text(objects[i][0], model) &&
+                            !model_same_text(objects[i][0], objects[i][1]))
                                 abort();
                         json_decref(model);
                 }

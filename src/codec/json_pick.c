@@ -69,7 +69,9 @@ static bool nomem(struct scan *s)
 
 static void skip_ws(struct scan *s)
 {
-        while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
+        /* Compact JSON has none: one comparison decides for any byte past the space. */
+        while (s->p < s->end && *s->p <= ' ' &&
+               (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
                 s->p++;
 }
 
@@ -525,13 +527,14 @@ static bool pick_member(struct scan *s, const struct key *key, void *ctx)
         json_t *v = NULL;
 
         for (size_t i = 0; i < pk->n; i++) {
-                const char *rest = pk->set[i].rest;
-                size_t seg = strcspn(rest, ".[");
+                const char *rest = pk->set[i].rest, *next = rest + key->len;
 
-                if (seg != key->len || memcmp(rest, key->p, seg))
+                /* The path's next segment is the key: same bytes, then '.', '[' or the end. */
+                if (!key->len || rest[0] != key->p[0] || strncmp(rest, key->p, key->len) ||
+                    (*next && *next != '.' && *next != '['))
                         continue;
                 named = true;
-                if (!follow(s, &pk->set[i], rest + seg, set, &n, &whole))
+                if (!follow(s, &pk->set[i], next, set, &n, &whole))
                         return false;
         }
         if (!named)
@@ -590,15 +593,13 @@ static bool pick_value(struct scan *s, const struct active *set, size_t n, json_
 int tsr_json_pick_load(const char *text, size_t len, const struct tsr_json_pick *picks,
                        json_t **out)
 {
-        struct scan *s = malloc(sizeof(*s));
+        struct scan scan, *s = &scan; /* 4 KiB of keys: on the stack, no allocation */
         struct active set[TSR_JSON_PICK_ACTIVE];
         size_t n = 0;
         json_t *tree = NULL;
         int rc = 0;
 
         *out = NULL;
-        if (!s)
-                return TSR_ENOMEM;
         memset(s, 0, offsetof(struct scan, keys));
         s->decoded = NULL;
         s->decoded_len = s->decoded_cap = 0;
@@ -617,6 +618,5 @@ int tsr_json_pick_load(const char *text, size_t len, const struct tsr_json_pick 
         if (s->nomem)
                 rc = TSR_ENOMEM;
         free(s->decoded);
-        free(s);
         return rc;
 }

@@ -31,7 +31,7 @@
 #include <stddef.h>
 
 #define TSR_JSON_PICK_DEPTH_MAX 64
-#define TSR_JSON_PICK_KEYS_MAX  512
+#define TSR_JSON_PICK_KEYS_MAX  256
 #define TSR_JSON_PICK_ACTIVE    32 /* paths one object can be matched against at once */
 
 struct tsr_json_pick {
