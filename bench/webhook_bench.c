@@ -6,7 +6,7 @@
  * two routes:
  *   fold   the real route of the Pod fold (/mutate-gpustack-worker-core-v1-pod,
  *          tsr_webhook_pod_mutate) over an in-memory InstanceType, read the way the watch cache
- *          reads it (a read lock, a label scan, a json_deep_copy per review);
+ *          reads it (a read lock, a label scan, a tsr_json_copy per review, as the cache);
  *   fixed  /bench-fixed-response on the same server, whose handler ignores the object and allows
  *          without a patch. The review is still decoded and the response encoded by dispatch.h,
  *          so the ratio fold/fixed isolates what the fold itself costs on top of HTTP, TLS and the
@@ -28,6 +28,7 @@
 #include "bench_common.h"
 #include "base/diag.h"
 #include "base/err.h"
+#include "codec/json_tree.h"
 #include "codec/admission_review.h"
 #include "webhook/dispatch.h"
 #include "webhook/handler.h"
@@ -264,7 +265,7 @@ static json_t *instancetype_by_entrance(void *ctx, const char *lq, size_t *match
                 if (v && lq && !strcmp(v, lq) && n++ == 0)
                         found = obj;
         }
-        found = n == 1 ? json_deep_copy(found) : NULL;
+        found = n == 1 ? tsr_json_copy(found) : NULL;
         pthread_rwlock_unlock(&f->lock);
         if (matches)
                 *matches = n;
@@ -301,8 +302,8 @@ static int allow_unchanged(const struct tsr_webhook_lookup *lookup, const struct
 }
 
 static const struct tsr_webhook_route fixed_route = {
-    FIXED_PATH, "bench.fixed-response", "",  "v1", "Pod", true, false, allow_unchanged,
-    tsr_webhook_pod_reads,
+    FIXED_PATH,      "bench.fixed-response", "", "v1", "Pod", true, false,
+    allow_unchanged, tsr_webhook_pod_reads,
 };
 
 /* ---- the client ------------------------------------------------------------------------- */

@@ -6,9 +6,9 @@
 #include "base/diag.h"
 #include "base/buf.h"
 #include "base/err.h"
-#include "base/utf8.h"
 #include "codec/json_patch.h"
 #include "codec/json_pick.h"
+#include "codec/json_tree.h"
 
 #include <nettle/base64.h>
 #include <stdarg.h>
@@ -194,41 +194,6 @@ int tsr_review_decode(const char *body, size_t len, const struct tsr_json_pick *
         return 0;
 }
 
-/*
- * s as a new JSON string, or NULL on ENOMEM. A verdict's text is cut to its buffer byte-wise, so
- * it can end, or hold a quoted value that ends, inside a UTF-8 sequence, which jansson refuses:
- * each byte that starts no valid sequence becomes U+FFFD, as Go's encoding/json writes it.
- */
-json_t *tsr_review_text(const char *s)
-{
-        size_t n = strlen(s), o = 0;
-        json_t *v = json_string(s);
-        char *fixed;
-
-        if (v)
-                return v;
-        fixed = malloc(3 * n + 1);
-        if (!fixed)
-                return NULL;
-        for (size_t i = 0; i < n;) {
-                size_t len = tsr_utf8_len((const unsigned char *)s + i, n - i);
-
-                if (len) {
-                        memcpy(fixed + o, s + i, len);
-                        o += len;
-                        i += len;
-                } else {
-                        memcpy(fixed + o, "\xef\xbf\xbd", 3);
-                        o += 3;
-                        i++;
-                }
-        }
-        fixed[o] = '\0';
-        v = json_string(fixed);
-        free(fixed);
-        return v;
-}
-
 /* The base64 of s (len bytes) as a new string, or NULL. */
 static char *base64(const char *s, size_t len)
 {
@@ -247,8 +212,8 @@ static char *base64(const char *s, size_t len)
  */
 static int patch_text(json_t *from, json_t *to, char **out)
 {
+        struct tsr_buf text = TSR_BUF_INIT;
         json_t *ops = NULL;
-        char *text;
         int rc = tsr_json_patch_diff(from ? from : json_null(), to, &ops);
 
         *out = NULL;
@@ -258,46 +223,16 @@ static int patch_text(json_t *from, json_t *to, char **out)
                 json_decref(ops);
                 return 0;
         }
-        text = json_dumps(ops, JSON_COMPACT);
+        rc = tsr_json_write(&text, ops);
         json_decref(ops);
-        *out = text ? base64(text, strlen(text)) : NULL;
-        free(text);
+        *out = rc ? NULL : base64(text.ptr, text.len);
+        tsr_buf_release(&text);
         return *out ? 0 : TSR_ENOMEM;
 }
 
-/*
- * Appends s as a JSON string written as jansson's json_dumps writes one (quote and backslash
- * escaped, control bytes as \b \f \n \r \t or \u00XX, everything else as is), each byte that
- * starts no valid UTF-8 sequence written as U+FFFD (tsr_review_text's rule). 0 or an error of
- * tsr_buf_add.
- */
 static int put_text(struct tsr_buf *b, const char *s)
 {
-        static const char named[] = "btn fr";
-        size_t n = strlen(s);
-        int rc = tsr_buf_addch(b, '"');
-
-        for (size_t i = 0; !rc && i < n;) {
-                unsigned char c = (unsigned char)s[i];
-                size_t len = 1;
-
-                if (c == '"' || c == '\\') {
-                        rc = tsr_buf_addch(b, '\\') || tsr_buf_addch(b, (char)c);
-                } else if (c >= '\b' && c <= '\r' && c != '\v') {
-                        rc = tsr_buf_addch(b, '\\') || tsr_buf_addch(b, named[c - '\b']);
-                } else if (c < 0x20) {
-                        rc = tsr_buf_addf(b, "\\u%04X", c);
-                } else if (c < 0x80) {
-                        rc = tsr_buf_addch(b, (char)c);
-                } else if ((len = tsr_utf8_len((const unsigned char *)s + i, n - i))) {
-                        rc = tsr_buf_add(b, s + i, len);
-                } else {
-                        len = 1;
-                        rc = tsr_buf_adds(b, "\xef\xbf\xbd");
-                }
-                i += len;
-        }
-        return rc ? rc : tsr_buf_addch(b, '"');
+        return tsr_json_write_text(b, s, strlen(s));
 }
 
 int tsr_review_encode(const struct tsr_review *review, const struct tsr_verdict *v, bool mutating,

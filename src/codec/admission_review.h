@@ -8,7 +8,8 @@
  * required; unknown fields are ignored; object and oldObject may be null. Encoding echoes the uid,
  * sets allowed, and for a denial a metav1.Status {code >= 400, reason, message, status Failure};
  * a message or warning that is not valid UTF-8 (a buffer cut inside a character) has each stray
- * byte written as U+FFFD, as Go's encoding/json writes it.
+ * byte written as U+FFFD, as Go's encoding/json writes it (codec/json_tree.h, which every message
+ * the webhook answers with goes through).
  * A mutating verdict whose patched object differs from the request's object is answered with
  * patchType JSONPatch and the base64 of the RFC 6902 patch between them (codec/json_patch.h); a
  * validating verdict never carries a patch.
@@ -78,13 +79,6 @@ void tsr_verdict_warn(struct tsr_verdict *v, const char *fmt, ...)
  */
 int tsr_review_decode(const char *body, size_t len, const struct tsr_json_pick *object_reads,
                       struct tsr_review *out, json_t **doc, struct tsr_diag *diag);
-
-/*
- * s as a new JSON string (json_decref), or NULL on ENOMEM: a byte that starts no valid UTF-8
- * sequence (a buffer cut inside a character, a quoted byte of malformed input) becomes U+FFFD, as
- * Go's encoding/json writes it. Every message the webhook answers with goes through it.
- */
-json_t *tsr_review_text(const char *s);
 
 /*
  * Encodes the response to review with verdict v into *out. mutating says whether the webhook may

@@ -4,6 +4,8 @@
  */
 #include "codec/json_patch.h"
 
+#include "codec/json_tree.h"
+
 #include "base/buf.h"
 #include "base/diag.h"
 #include "base/err.h"
@@ -18,13 +20,14 @@ static int pointer_push(struct tsr_buf *path, const char *token)
 {
         int rc = tsr_buf_addch(path, '/');
 
-        for (const char *c = token; *c && !rc; c++) {
-                if (*c == '~')
-                        rc = tsr_buf_adds(path, "~0");
-                else if (*c == '/')
-                        rc = tsr_buf_adds(path, "~1");
-                else
-                        rc = tsr_buf_addch(path, *c);
+        /* Runs without '~' or '/' go in whole; each of those two as its escape. */
+        while (!rc && *token) {
+                size_t run = strcspn(token, "~/");
+
+                rc = tsr_buf_add(path, token, run);
+                token += run;
+                if (!rc && *token)
+                        rc = tsr_buf_adds(path, *token++ == '~' ? "~0" : "~1");
         }
         return rc;
 }
@@ -52,11 +55,14 @@ static int token_decode(const char *s, size_t len, char *out)
 
 static int add_op(json_t *ops, const char *op, const char *path, json_t *value)
 {
-        json_t *o = json_pack("{s:s, s:s}", "op", op, "path", path);
+        json_t *o = json_object();
 
-        if (!o)
+        if (!o || json_object_set_new_nocheck(o, "op", json_string_nocheck(op)) ||
+            json_object_set_new(o, "path", json_string(path))) {
+                json_decref(o);
                 return TSR_ENOMEM;
-        if (value && json_object_set_new(o, "value", json_deep_copy(value))) {
+        }
+        if (value && json_object_set_new_nocheck(o, "value", tsr_json_copy(value))) {
                 json_decref(o);
                 return TSR_ENOMEM;
         }
@@ -346,7 +352,7 @@ static int apply_one(json_t **doc, json_t *op, struct tsr_diag *diag, size_t i)
                                           "patch operation %zu: cannot remove the document", i);
                 } else {
                         json_decref(*doc);
-                        *doc = json_deep_copy(value);
+                        *doc = tsr_json_copy(value);
                         rc = *doc ? 0 : TSR_ENOMEM;
                 }
         } else if (json_is_object(t.parent)) {
@@ -359,7 +365,7 @@ static int apply_one(json_t **doc, json_t *op, struct tsr_diag *diag, size_t i)
                 else if (!strcmp(name, "remove"))
                         rc = json_object_del(t.parent, t.token) ? TSR_ENOMEM : 0;
                 else
-                        rc = json_object_set_new(t.parent, t.token, json_deep_copy(value))
+                        rc = json_object_set_new(t.parent, t.token, tsr_json_copy(value))
                                  ? TSR_ENOMEM
                                  : 0;
         } else if (json_is_array(t.parent)) {
@@ -372,12 +378,11 @@ static int apply_one(json_t **doc, json_t *op, struct tsr_diag *diag, size_t i)
                 else if (!strcmp(name, "remove"))
                         rc = json_array_remove(t.parent, idx) ? TSR_ENOMEM : 0;
                 else if (!strcmp(name, "replace"))
-                        rc = json_array_set_new(t.parent, idx, json_deep_copy(value)) ? TSR_ENOMEM
-                                                                                      : 0;
+                        rc = json_array_set_new(t.parent, idx, tsr_json_copy(value)) ? TSR_ENOMEM
+                                                                                     : 0;
                 else
-                        rc = json_array_insert_new(t.parent, idx, json_deep_copy(value))
-                                 ? TSR_ENOMEM
-                                 : 0;
+                        rc = json_array_insert_new(t.parent, idx, tsr_json_copy(value)) ? TSR_ENOMEM
+                                                                                        : 0;
         } else {
                 rc = tsr_diag_set(diag, TSR_ENOTFOUND,
                                   "patch operation %zu: \"%s\" is inside a scalar", i, path);
@@ -396,7 +401,7 @@ int tsr_json_patch_apply(json_t **doc, json_t *ops, struct tsr_diag *diag)
 
         if (!json_is_array(ops))
                 return tsr_diag_set(diag, TSR_EPARSE, "a JSON Patch is an array of operations");
-        work = json_deep_copy(*doc);
+        work = tsr_json_copy(*doc);
         if (!work)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         json_array_foreach(ops, i, op)

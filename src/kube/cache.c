@@ -21,7 +21,8 @@
  *
  * Locking: c->lock (a rwlock) guards every watcher's map and counters; readers hold it shared
  * to find an object and copy it. Writers never modify a stored object: an event's object replaces
- * the old one. A reader gets a deep copy rather than a shared reference because jansson's
+ * the old one. A reader gets a deep copy (codec/json_tree.h: no loop check, a stored object is a
+ * tree) rather than a shared reference because jansson's
  * reference count is not safe to share between threads: json_incref in jansson.h reads the count
  * without an atomic load while another thread's json_decref changes it atomically, and the last
  * json_decref frees without an acquire barrier (ThreadSanitizer reports both). A copy costs
@@ -46,6 +47,7 @@
 #include "base/log.h"
 #include "base/log_limit.h"
 #include "base/timespec.h"
+#include "codec/json_tree.h"
 #include "core/settings.h"
 #include "kube/client.h"
 
@@ -817,7 +819,7 @@ static json_t *lookup(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r, 
                 return NULL;
         pthread_rwlock_rdlock(&c->lock);
         v = json_object_get(c->w[r].objects, key);
-        v = v ? json_deep_copy(v) : NULL;
+        v = v ? tsr_json_copy(v) : NULL;
         pthread_rwlock_unlock(&c->lock);
         return v;
 }
@@ -898,7 +900,7 @@ json_t *tsr_kube_cache_pod_by_uid(struct tsr_kube_cache *c, const char *uid)
                 const char *v = meta_str(obj, "uid");
 
                 if (v && !strcmp(v, uid)) {
-                        found = json_deep_copy(obj);
+                        found = tsr_json_copy(obj);
                         break;
                 }
         }
@@ -924,7 +926,7 @@ json_t *tsr_kube_cache_list(struct tsr_kube_cache *c, enum tsr_kube_cache_resour
         pthread_rwlock_rdlock(&c->lock);
         json_object_foreach(c->w[r].objects, key, obj)
         {
-                if (json_array_append_new(out, json_deep_copy(obj))) {
+                if (json_array_append_new(out, tsr_json_copy(obj))) {
                         json_decref(out);
                         out = NULL;
                         break;
@@ -962,7 +964,7 @@ json_t *tsr_kube_cache_instancetype_by_entrance(struct tsr_kube_cache *c, const 
                         if (v && !strcmp(v, lq) && n++ == 0)
                                 found = obj;
                 }
-                found = n == 1 ? json_deep_copy(found) : NULL;
+                found = n == 1 ? tsr_json_copy(found) : NULL;
                 pthread_rwlock_unlock(&c->lock);
         }
         if (matches)

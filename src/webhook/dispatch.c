@@ -4,7 +4,9 @@
 #include "webhook/dispatch.h"
 
 #include "base/diag.h"
+#include "base/buf.h"
 #include "base/err.h"
+#include "codec/json_tree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,16 +34,16 @@ static const char *status_reason(int code)
 
 char *tsr_webhook_status_body(int code, const char *message)
 {
-        json_t *status =
-            json_pack("{s:s, s:s, s:{}, s:s, s:o, s:s, s:i}", "kind", "Status", "apiVersion", "v1",
-                      "metadata", "status", "Failure", "message", tsr_review_text(message),
-                      "reason", status_reason(code), "code", code);
-        char *text;
+        struct tsr_buf b = TSR_BUF_INIT;
+        char *text = NULL;
 
-        if (!status)
-                return NULL;
-        text = json_dumps(status, JSON_COMPACT);
-        json_decref(status);
+        /* As jansson would write {kind, apiVersion, metadata, status, message, reason, code}. */
+        if (!tsr_buf_adds(&b, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                              "\"status\":\"Failure\",\"message\":") &&
+            !tsr_json_write_text(&b, message, strlen(message)) &&
+            !tsr_buf_addf(&b, ",\"reason\":\"%s\",\"code\":%d}", status_reason(code), code))
+                text = tsr_buf_detach(&b);
+        tsr_buf_release(&b);
         return text;
 }
 

@@ -23,6 +23,7 @@
 #include "base/diag.h"
 #include "base/err.h"
 #include "codec/affinity.h"
+#include "codec/json_tree.h"
 #include "codec/pod_spec.h"
 #include "core/catalog.h"
 #include "core/keys.h"
@@ -230,7 +231,7 @@ int tsr_webhook_pod_mutate(const struct tsr_webhook_lookup *lookup, const struct
                 gate1_release(&g);
                 return rc;
         }
-        verdict->patched = json_deep_copy(review->object);
+        verdict->patched = tsr_json_copy(review->object);
         if (!verdict->patched)
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         for (size_t i = 0; !rc && i < g.rules.n_edits; i++)
