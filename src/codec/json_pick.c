@@ -10,6 +10,7 @@
 #include "codec/json_pick.h"
 
 #include "base/err.h"
+#include "base/hex.h"
 #include "base/utf8.h"
 
 #include <stdbool.h>
@@ -75,17 +76,6 @@ static void skip_ws(struct scan *s)
                 s->p++;
 }
 
-static int hex(unsigned char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 /* Reads the 4 hex digits after "\u" at s->p; -1 when they are not there. */
 static long hex4(struct scan *s)
 {
@@ -94,7 +84,7 @@ static long hex4(struct scan *s)
         if (s->end - s->p < 4)
                 return -1;
         for (int i = 0; i < 4; i++) {
-                int d = hex(s->p[i]);
+                int d = tsr_hex_value(s->p[i]);
 
                 if (d < 0)
                         return -1;

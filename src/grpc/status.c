@@ -4,6 +4,7 @@
 #include "grpc/status.h"
 
 #include "base/err.h"
+#include "base/hex.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -53,17 +54,6 @@ int tsr_grpc_percent_encode(struct tsr_buf *out, const char *msg, size_t len)
         return 0;
 }
 
-static int hexval(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 int tsr_grpc_percent_decode(struct tsr_buf *out, const char *value, size_t len)
 {
         size_t start = out->len;
@@ -72,9 +62,10 @@ int tsr_grpc_percent_decode(struct tsr_buf *out, const char *value, size_t len)
                 char c = value[i];
                 int rc;
 
-                if (c == '%' && i + 2 < len && hexval(value[i + 1]) >= 0 &&
-                    hexval(value[i + 2]) >= 0) {
-                        c = (char)(hexval(value[i + 1]) * 16 + hexval(value[i + 2]));
+                if (c == '%' && i + 2 < len && tsr_hex_value((unsigned char)value[i + 1]) >= 0 &&
+                    tsr_hex_value((unsigned char)value[i + 2]) >= 0) {
+                        c = (char)(tsr_hex_value((unsigned char)value[i + 1]) * 16 +
+                                   tsr_hex_value((unsigned char)value[i + 2]));
                         i += 2;
                 }
                 rc = tsr_buf_addch(out, c);
