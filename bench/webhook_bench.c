@@ -747,19 +747,21 @@ struct options {
 
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: bench_webhook --cert FILE --key FILE --ca FILE [options]\n"
-                   "  --cert FILE         the servers' PEM chain (SAN " SERVICE_HOST ")\n"
-                   "  --key FILE          its PEM private key\n"
-                   "  --ca FILE           the CA the client verifies the chain against\n"
-                   "  --threads N         worker threads of the server (default 4)\n"
-                   "  --seconds S         measured seconds per point (default 3)\n"
-                   "  --warmup S          unmeasured seconds before each round (default 0.5)\n"
-                   "  --rounds N          split each point in N rounds, alternating the servers\n"
-                   "                      (default 3)\n"
-                   "  --concurrency LIST  client connections per point (default 1,4,16,64)\n"
-                   "  --nginx-port P      also drive the fixed response nginx serves on\n"
-                   "                      127.0.0.1:P (bench/run.sh --nginx starts one)\n"
-                   "bench/run.sh makes the certificates and runs this.\n");
+        fprintf(f,
+                "usage: bench_webhook --cert FILE --key FILE --ca FILE [options]\n"
+                "  --cert FILE         the servers' PEM chain (SAN " SERVICE_HOST ")\n"
+                "  --key FILE          its PEM private key\n"
+                "  --ca FILE           the CA the client verifies the chain against\n"
+                "  --threads N         worker threads of the server (default: as tessera webhook,\n"
+                "                      one per CPU, at most 16)\n"
+                "  --seconds S         measured seconds per point (default 3)\n"
+                "  --warmup S          unmeasured seconds before each round (default 0.5)\n"
+                "  --rounds N          split each point in N rounds, alternating the servers\n"
+                "                      (default 3)\n"
+                "  --concurrency LIST  client connections per point (default 1,4,16,64)\n"
+                "  --nginx-port P      also drive the fixed response nginx serves on\n"
+                "                      127.0.0.1:P (bench/run.sh --nginx starts one)\n"
+                "bench/run.sh makes the certificates and runs this.\n");
 }
 
 static int parse_conc(const char *s, struct options *o)
@@ -825,7 +827,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         int opt;
 
         memset(o, 0, sizeof(*o));
-        o->threads = 4;
+        o->threads = tsr_webhook_default_threads();
         o->seconds = 3;
         o->warmup = 0.5;
         o->rounds = 3;

@@ -84,13 +84,6 @@ static void usage(FILE *f)
             f);
 }
 
-static unsigned default_threads(void)
-{
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-        return n < 1 ? 1 : n > 16 ? 16 : (unsigned)n;
-}
-
 enum {
         OPT_CERT = 256,
         OPT_KEY,
@@ -261,7 +254,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         o->server.key_file = DEFAULT_CERT_DIR "/tls.key";
         o->server.port = 9443;
         o->server.probe_port = 8081;
-        o->server.threads = default_threads();
+        o->server.threads = tsr_webhook_default_threads();
         o->server.max_body = TSR_WEBHOOK_MAX_BODY_DEFAULT;
         /* Longer than the API server client's 90 s IdleConnTimeout: the client closes first. */
         o->server.idle_timeout_s = 120;

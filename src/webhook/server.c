@@ -763,3 +763,10 @@ void tsr_webhook_server_stop(struct tsr_webhook_server *s, unsigned delay_ms, un
         if (fd != MHD_INVALID_SOCKET)
                 close(fd);
 }
+
+unsigned tsr_webhook_default_threads(void)
+{
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+        return n < 1 ? 1 : n > 16 ? 16 : (unsigned)n;
+}

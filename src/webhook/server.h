@@ -57,7 +57,7 @@ struct tsr_webhook_server_config {
         int probe_port;          /* plain-HTTP probes and metrics; -1: none, 0: ephemeral */
         const char *cert_file;   /* PEM chain, leaf first */
         const char *key_file;    /* PEM private key */
-        unsigned threads;        /* worker threads, 1..256 */
+        unsigned threads;        /* worker threads, 1..256 (tsr_webhook_default_threads) */
         size_t max_body;         /* the largest review accepted, in bytes */
         unsigned idle_timeout_s; /* an idle keep-alive connection is closed after this; 0 never */
         /* The webhook port's connection and memory budget (its idle_timeout_s is the above). */
@@ -90,5 +90,8 @@ unsigned tsr_webhook_server_probe_port(const struct tsr_webhook_server *s);
 
 /* Drains and stops as described above, then frees s. s may be NULL. */
 void tsr_webhook_server_stop(struct tsr_webhook_server *s, unsigned delay_ms, unsigned grace_ms);
+
+/* The worker threads a webhook runs by default: one per online CPU, at most 16. */
+unsigned tsr_webhook_default_threads(void);
 
 #endif
