@@ -3,6 +3,8 @@
  */
 #include "codec/affinity.h"
 
+#include "codec/json_tree.h"
+
 #include "base/err.h"
 
 #include <errno.h>
@@ -227,9 +229,14 @@ int tsr_affinity_require(json_t *spec, const struct tsr_node_requirement *reqs, 
                 return 0;
         if (!json_is_object(spec))
                 return TSR_EPARSE;
-        work = json_deep_copy(spec);
-        if (!work)
+        /* Only spec.affinity is read and written: the work is a copy of it alone. */
+        work = json_object();
+        if (!work || (json_object_get(spec, "affinity") &&
+                      json_object_set_new(work, "affinity",
+                                          tsr_json_copy(json_object_get(spec, "affinity"))))) {
+                json_decref(work);
                 return TSR_ENOMEM;
+        }
         required = work;
         rc = child_object(&required, "affinity");
         if (!rc)
@@ -282,8 +289,9 @@ int tsr_affinity_require(json_t *spec, const struct tsr_node_requirement *reqs, 
                 if (rc)
                         break;
         }
-        /* Only spec.affinity differs between work and spec; one set is all or nothing. */
-        if (!rc && !json_equal(work, spec)) {
+        /* One set is all or nothing. */
+        if (!rc &&
+            !json_equal(json_object_get(work, "affinity"), json_object_get(spec, "affinity"))) {
                 rc = json_object_set(spec, "affinity", json_object_get(work, "affinity"))
                          ? TSR_ENOMEM
                          : 0;

@@ -161,3 +161,61 @@ int tsr_json_write(struct tsr_buf *b, json_t *v)
         }
         return TSR_EINVAL;
 }
+
+json_t *tsr_json_share(json_t *v)
+{
+        json_t *out, *child;
+        const char *key;
+        size_t key_len, i;
+
+        if (json_is_object(v)) {
+                out = json_object();
+                json_object_keylen_foreach(v, key, key_len, child)
+                {
+                        if (!out ||
+                            json_object_setn_new_nocheck(out, key, key_len, json_incref(child))) {
+                                json_decref(out);
+                                return NULL;
+                        }
+                }
+                return out;
+        }
+        if (json_is_array(v)) {
+                out = json_array();
+                json_array_foreach(v, i, child)
+                {
+                        if (!out || json_array_append_new(out, json_incref(child))) {
+                                json_decref(out);
+                                return NULL;
+                        }
+                }
+                return out;
+        }
+        return json_incref(v);
+}
+
+/* True when v is an object or array someone else also holds. */
+static bool shared_container(const json_t *v)
+{
+        return (json_is_object(v) || json_is_array(v)) && v->refcount > 1;
+}
+
+json_t *tsr_json_own_member(json_t *parent, const char *key)
+{
+        json_t *child = json_object_get(parent, key), *own;
+
+        if (!shared_container(child))
+                return child;
+        own = tsr_json_share(child);
+        return own && !json_object_set_new(parent, key, own) ? own : NULL;
+}
+
+json_t *tsr_json_own_element(json_t *parent, size_t index)
+{
+        json_t *child = json_array_get(parent, index), *own;
+
+        if (!shared_container(child))
+                return child;
+        own = tsr_json_share(child);
+        return own && !json_array_set_new(parent, index, own) ? own : NULL;
+}

@@ -28,4 +28,20 @@ int tsr_json_write(struct tsr_buf *b, json_t *v);
 
 int tsr_json_write_text(struct tsr_buf *b, const char *s, size_t len);
 
+/*
+ * Copy on write, for a tree that starts as a shallow copy of another and is then edited in a few
+ * places (the Pod fold's patched object, diffed against the request's): tsr_json_share gives a
+ * new object or array holding the same children (each referenced once more), any other value
+ * referenced once more. tsr_json_own_member and tsr_json_own_element give parent's object or
+ * array child ready to be written: when it is referenced from elsewhere too (shared with the
+ * tree it came from), parent gets a shallow copy in its place, which is returned. They return
+ * the child as it is when it is no object or array, NULL when it is absent or memory ran out.
+ * Single-threaded: a reference count above one is read as "shared".
+ */
+json_t *tsr_json_share(json_t *v);
+
+json_t *tsr_json_own_member(json_t *parent, const char *key);
+
+json_t *tsr_json_own_element(json_t *parent, size_t index);
+
 #endif

@@ -3,6 +3,8 @@
  */
 #include "codec/pod_spec.h"
 
+#include "codec/json_tree.h"
+
 #include "base/diag.h"
 #include "base/err.h"
 
@@ -143,33 +145,43 @@ bool tsr_pod_finished(json_t *pod)
         return phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
 }
 
+/*
+ * parent's object member key, made parent's own (json_tree.h: it may be shared) or created empty.
+ * NULL on ENOMEM.
+ */
+static json_t *own_object(json_t *parent, const char *key)
+{
+        json_t *child;
+
+        if (json_object_get(parent, key))
+                return tsr_json_own_member(parent, key);
+        child = json_object();
+        return child && !json_object_set_new(parent, key, child) ? child : NULL;
+}
+
 int tsr_pod_spec_write_edit(json_t *pod, const struct tsr_pod_req *req,
                             const struct tsr_res_edit *e)
 {
         const struct tsr_container_req *r = &req->c[e->container];
         const char *list = r->group == TSR_CG_APP ? "containers" : "initContainers";
-        json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), list), r->index);
-        json_t *res = json_object_get(c, "resources");
         const char *which[2] = {"requests", "limits"};
+        json_t *c, *res;
         char value[32];
 
-        if (!c)
+        if (!json_is_object(
+                json_array_get(json_object_get(json_object_get(pod, "spec"), list), r->index)))
                 return TSR_EINVAL;
-        if (!res) {
-                res = json_object();
-                if (!res || json_object_set_new(c, "resources", res))
-                        return TSR_ENOMEM;
-        }
+        /* Each step is made pod's own before it is written: pod may share them (json_tree.h). */
+        c = tsr_json_own_element(tsr_json_own_member(tsr_json_own_member(pod, "spec"), list),
+                                 r->index);
+        res = c ? own_object(c, "resources") : NULL;
+        if (!res)
+                return TSR_ENOMEM;
         snprintf(value, sizeof(value), "%lld", (long long)e->value);
         for (int w = 0; w < 2; w++) {
-                json_t *map = json_object_get(res, which[w]);
+                json_t *map = own_object(res, which[w]);
 
-                if (!map) {
-                        map = json_object();
-                        if (!map || json_object_set_new(res, which[w], map))
-                                return TSR_ENOMEM;
-                }
-                if (json_object_set_new(map, e->key, json_string(value)))
+                if (!map || json_object_set_new(map, e->key, json_string(value)))
                         return TSR_ENOMEM;
         }
         return 0;

@@ -46,7 +46,11 @@ int tsr_pod_spec_new(json_t *pod, struct tsr_pod_spec **out, struct tsr_diag *di
 /* True when Pod pod's status.phase is Succeeded or Failed: its containers no longer run. */
 bool tsr_pod_finished(json_t *pod);
 
-/* Writes edit into the Pod copy pod: the container's requests and limits. 0 or TSR_ENOMEM. */
+/*
+ * Writes edit into the Pod copy pod: the container's requests and limits. pod may share subtrees
+ * with the Pod it was made from (codec/json_tree.h, tsr_json_share): each container on the way is
+ * made pod's own first. 0, TSR_EINVAL (no such container) or TSR_ENOMEM.
+ */
 int tsr_pod_spec_write_edit(json_t *pod, const struct tsr_pod_req *req,
                             const struct tsr_res_edit *e);
 

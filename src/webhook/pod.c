@@ -266,15 +266,18 @@ int tsr_webhook_pod_mutate(const struct tsr_webhook_lookup *lookup, const struct
                 gate1_release(&g);
                 return rc;
         }
-        verdict->patched = tsr_json_copy(review->object);
+        verdict->patched = tsr_json_share(review->object); /* written copy on write */
         if (!verdict->patched)
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         for (size_t i = 0; !rc && i < g.rules.n_edits; i++)
                 rc = tsr_pod_spec_write_edit(verdict->patched, &g.spec->req, &g.rules.edits[i]);
         if (!rc && tsr_pin_card_count(&g.spec->req, g.source.pool.manufacturer, g.source.accel_key,
                                       &pin)) {
-                rc = tsr_affinity_require(json_object_get(verdict->patched, "spec"), &pin, 1,
-                                          &changed);
+                json_t *spec = tsr_json_own_member(verdict->patched, "spec");
+
+                rc = !spec && json_object_get(verdict->patched, "spec")
+                         ? TSR_ENOMEM
+                         : tsr_affinity_require(spec, &pin, 1, &changed);
                 if (rc == TSR_EPARSE) {
                         rc = 0;
                         json_decref(verdict->patched);

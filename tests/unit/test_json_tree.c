@@ -5,7 +5,9 @@
  * quotes, backslashes, every control byte, '/', UTF-8 of every length, empty containers, nesting),
  * tsr_json_write gives exactly json_dumps(JSON_COMPACT | JSON_ENCODE_ANY), and tsr_json_copy gives
  * a tree that is json_equal and dumps alike while sharing no container with the original. Text
- * with bytes that start no UTF-8 sequence has each such byte written as U+FFFD.
+ * with bytes that start no UTF-8 sequence has each such byte written as U+FFFD. A shared copy
+ * written along one path leaves the original byte for byte as it was and still shares every
+ * subtree off that path.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,11 +133,68 @@ static void test_tree__text_with_broken_utf8_as_u_fffd(void **state)
         }
 }
 
+static void test_tree__copy_on_write_leaves_the_original(void **state)
+{
+        json_t *orig =
+            json_loads("{\"metadata\":{\"labels\":{\"a\":\"1\"}},\"spec\":{\"containers\":"
+                       "[{\"name\":\"x\",\"resources\":{\"limits\":{\"cpu\":\"1\"}}},"
+                       "{\"name\":\"y\"}]}}",
+                       0, NULL);
+        char *before = json_dumps(orig, JSON_COMPACT);
+        json_t *patched = tsr_json_share(orig), *spec, *list, *c, *res, *limits;
+        char *after;
+
+        (void)state;
+        assert_non_null(patched);
+        assert_ptr_not_equal(patched, orig);
+        /* a shallow copy: every child the same value */
+        assert_ptr_equal(json_object_get(patched, "spec"), json_object_get(orig, "spec"));
+        spec = tsr_json_own_member(patched, "spec");
+        list = tsr_json_own_member(spec, "containers");
+        c = tsr_json_own_element(list, 0);
+        res = tsr_json_own_member(c, "resources");
+        limits = tsr_json_own_member(res, "limits");
+        assert_non_null(limits);
+        assert_int_equal(json_object_set_new(limits, "gpu", json_string("2")), 0);
+        /* owning an owned child copies nothing more */
+        assert_ptr_equal(tsr_json_own_member(patched, "spec"), spec);
+        assert_ptr_equal(tsr_json_own_member(res, "limits"), limits);
+        /* a scalar or an absent member comes back as it is */
+        assert_ptr_equal(tsr_json_own_member(c, "name"), json_object_get(c, "name"));
+        assert_null(tsr_json_own_member(c, "absent"));
+
+        after = json_dumps(orig, JSON_COMPACT);
+        assert_string_equal(after, before);
+        assert_string_equal(
+            json_string_value(json_object_get(
+                json_object_get(
+                    json_object_get(
+                        json_array_get(
+                            json_object_get(json_object_get(patched, "spec"), "containers"), 0),
+                        "resources"),
+                    "limits"),
+                "gpu")),
+            "2");
+        /* untouched subtrees stay shared */
+        assert_ptr_equal(json_object_get(patched, "metadata"), json_object_get(orig, "metadata"));
+        assert_ptr_equal(
+            json_array_get(list, 1),
+            json_array_get(json_object_get(json_object_get(orig, "spec"), "containers"), 1));
+        json_decref(patched);
+        free(after);
+        after = json_dumps(orig, JSON_COMPACT);
+        assert_string_equal(after, before);
+        free(after);
+        free(before);
+        json_decref(orig);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_tree__write_and_copy_match_jansson),
             cmocka_unit_test(test_tree__text_with_broken_utf8_as_u_fffd),
+            cmocka_unit_test(test_tree__copy_on_write_leaves_the_original),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
