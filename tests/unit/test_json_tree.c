@@ -67,9 +67,9 @@ static json_t *random_tree(int depth)
         }
         case 2:
                 return json_string(strings[rnd(15)]);
-        case 3:
-                return json_integer((json_int_t)rnd(2000000) - 1000000 +
-                                    (rnd(4) ? 0 : (json_int_t)INT64_MAX / (1 + rnd(9))));
+        case 3: /* small, or near the ends of the range */
+                return json_integer(rnd(4) ? (json_int_t)rnd(2000000) - 1000000
+                                           : (rnd(2) ? INT64_MAX : INT64_MIN) / (1 + rnd(9)));
         case 4: {
                 static const double reals[] = {0.0,     -0.0,   0.1,   1.5,    -2.25e-7,
                                                1e22,    1e300,  3.0,   1e-320, 123456.789,
