@@ -12,41 +12,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-json_t *tsr_json_copy(json_t *v)
+/*
+ * A new object or array with v's keys or elements, each child given as each(child) (a new
+ * reference); NULL on ENOMEM. v must be an object or an array.
+ */
+static json_t *rebuild(json_t *v, json_t *(*each)(json_t *))
 {
-        json_t *out = NULL;
+        json_t *out = json_is_object(v) ? json_object() : json_array(), *child;
+        const char *key;
+        size_t key_len, i;
 
-        switch (json_typeof(v)) {
-        case JSON_OBJECT: {
-                const char *key;
-                size_t key_len;
-                json_t *child;
-
-                out = json_object();
+        if (json_is_object(v)) {
                 json_object_keylen_foreach(v, key, key_len, child)
                 {
-                        if (!out ||
-                            json_object_setn_new_nocheck(out, key, key_len, tsr_json_copy(child))) {
+                        if (!out || json_object_setn_new_nocheck(out, key, key_len, each(child))) {
                                 json_decref(out);
                                 return NULL;
                         }
                 }
                 return out;
         }
-        case JSON_ARRAY: {
-                size_t i;
-                json_t *child;
+        json_array_foreach(v, i, child)
+        {
+                if (!out || json_array_append_new(out, each(child))) {
+                        json_decref(out);
+                        return NULL;
+                }
+        }
+        return out;
+}
 
-                out = json_array();
-                json_array_foreach(v, i, child)
-                {
-                        if (!out || json_array_append_new(out, tsr_json_copy(child))) {
-                                json_decref(out);
-                                return NULL;
-                        }
-                }
-                return out;
-        }
+json_t *tsr_json_copy(json_t *v)
+{
+        switch (json_typeof(v)) {
+        case JSON_OBJECT:
+        case JSON_ARRAY:
+                return rebuild(v, tsr_json_copy);
         case JSON_STRING:
                 return json_stringn_nocheck(json_string_value(v), json_string_length(v));
         case JSON_INTEGER:
@@ -162,36 +163,15 @@ int tsr_json_write(struct tsr_buf *b, json_t *v)
         return TSR_EINVAL;
 }
 
+/* json_incref as a function rebuild can call. */
+static json_t *reference(json_t *v)
+{
+        return json_incref(v);
+}
+
 json_t *tsr_json_share(json_t *v)
 {
-        json_t *out, *child;
-        const char *key;
-        size_t key_len, i;
-
-        if (json_is_object(v)) {
-                out = json_object();
-                json_object_keylen_foreach(v, key, key_len, child)
-                {
-                        if (!out ||
-                            json_object_setn_new_nocheck(out, key, key_len, json_incref(child))) {
-                                json_decref(out);
-                                return NULL;
-                        }
-                }
-                return out;
-        }
-        if (json_is_array(v)) {
-                out = json_array();
-                json_array_foreach(v, i, child)
-                {
-                        if (!out || json_array_append_new(out, json_incref(child))) {
-                                json_decref(out);
-                                return NULL;
-                        }
-                }
-                return out;
-        }
-        return json_incref(v);
+        return json_is_object(v) || json_is_array(v) ? rebuild(v, reference) : json_incref(v);
 }
 
 /* True when v is an object or array someone else also holds. */
