@@ -130,7 +130,7 @@ void sim_node_changed(struct tsr_cluster *c, int i);
 /* Appends a zeroed Workload (uid and creation time set) and returns it, or NULL (no memory). */
 struct sim_workload *sim_workload_add(struct tsr_cluster *c);
 
-/* Removes Workload k (later indices shift down). */
+/* Removes Workload k (later indices shift down, the Pods' workload_at with them). */
 void sim_workload_remove(struct tsr_cluster *c, size_t k);
 
 #endif

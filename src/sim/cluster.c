@@ -102,9 +102,6 @@ void tsr_cluster_release(struct tsr_cluster *c)
         free(c->chain);
         free(c->pods);
         free(c->workloads);
-        if (c->workload_index)
-                free(c->workload_index->order);
-        free(c->workload_index);
         tsr_cluster_init(c);
 }
 
@@ -794,6 +791,7 @@ int tsr_cluster_apply_pod(struct tsr_cluster *c, json_t *pod, struct tsr_buf *ou
         snprintf(p->uid, sizeof(p->uid), "00000000-0000-4000-8000-%012x", c->uid_seq);
         p->obj = pod;
         p->node = -1;
+        p->workload_at = -1;
         p->phase = SIM_PENDING;
         p->created = c->now;
         p->finish_at = -1;
@@ -828,9 +826,6 @@ struct sim_workload *sim_workload_add(struct tsr_cluster *c)
 {
         struct sim_workload *w;
 
-        if (!c->workload_index && !(c->workload_index = calloc(1, sizeof(*c->workload_index))))
-                return NULL;
-        c->workload_index->valid = false;
         if (c->n_workloads == c->cap_workloads) {
                 size_t cap = c->cap_workloads ? c->cap_workloads * 2 : 16;
                 struct sim_workload *ws = realloc(c->workloads, cap * sizeof(*ws));
@@ -856,7 +851,14 @@ void sim_workload_remove(struct tsr_cluster *c, size_t k)
         memmove(&c->workloads[k], &c->workloads[k + 1],
                 (c->n_workloads - k - 1) * sizeof(c->workloads[0]));
         c->n_workloads--;
-        c->workload_index->valid = false;
+        for (size_t i = 0; i < c->n_pods; i++) {
+                struct sim_pod *p = &c->pods[i];
+
+                if (p->workload_at == (int)k)
+                        p->workload_at = -1;
+                else if (p->workload_at > (int)k)
+                        p->workload_at--;
+        }
 }
 
 /* ---- time and the reconcile loop ---------------------------------------------------------- */

@@ -89,6 +89,10 @@ struct sim_pod {
         char ip[16];                 /* status.podIP once bound: 10.244.<node>.<n> */
         char workload[SIM_NAME_MAX]; /* its Workload ("" for a Pod outside Kueue) */
         char podset[64];
+        /* the index in workloads of the Workload named workload, or -1 (none, or none by that
+         * name any more): kueue.c sets it when it names the Workload, and sim_workload_remove
+         * shifts it with the Workloads, so finding a Pod's Workload reads no name */
+        int workload_at;
 };
 
 /* Pods of a PodSet that TAS assigned to one node. */
@@ -150,13 +154,6 @@ struct tsr_cluster {
         struct sim_pod *pods;
         size_t n_workloads, cap_workloads;
         struct sim_workload *workloads;
-        /* the Workloads in namespace and name order (kueue.c builds it when !valid); allocated
-         * with the first Workload, invalidated by every add and remove */
-        struct sim_workload_index {
-                const struct sim_workload **order;
-                size_t cap;
-                bool valid;
-        } * workload_index;
         int64_t now;       /* virtual seconds since the run started */
         int64_t next_pass; /* next periodic reclaim pass */
         unsigned uid_seq;

@@ -72,8 +72,18 @@ static void role_of(const struct sim_pod *p, char *out, size_t len)
         free(s);
 }
 
+/* Names w as p's Workload. */
+static void name_workload(const struct tsr_cluster *c, struct sim_pod *p,
+                          const struct sim_workload *w, const char *role)
+{
+        snprintf(p->workload, sizeof(p->workload), "%s", w->name);
+        snprintf(p->podset, sizeof(p->podset), "%s", role);
+        p->workload_at = (int)(w - c->workloads);
+}
+
 /* Adds Pod p to w's PodSets (a new one for a new role). Returns false past SIM_PODSETS_MAX. */
-static bool add_to_podset(struct sim_workload *w, struct sim_pod *p, const char *role)
+static bool add_to_podset(const struct tsr_cluster *c, struct sim_workload *w, struct sim_pod *p,
+                          const char *role)
 {
         size_t k;
 
@@ -88,8 +98,7 @@ static bool add_to_podset(struct sim_workload *w, struct sim_pod *p, const char 
                 w->n_podsets++;
         }
         w->podsets[k].count++;
-        snprintf(p->workload, sizeof(p->workload), "%s", w->name);
-        snprintf(p->podset, sizeof(p->podset), "%s", role);
+        name_workload(c, p, w, role);
         return true;
 }
 
@@ -104,7 +113,7 @@ static bool create_single(struct tsr_cluster *c, size_t k)
         workload_name_for_pod(p, w->name, sizeof(w->name));
         snprintf(w->ns, sizeof(w->ns), "%s", p->ns);
         snprintf(w->queue, sizeof(w->queue), "%s", sim_pod_label(p, SIM_QUEUE_LABEL));
-        add_to_podset(w, p, "main");
+        add_to_podset(c, w, p, "main");
         sim_webhook_workload(c, w);
         return true;
 }
@@ -153,71 +162,23 @@ static bool create_group(struct tsr_cluster *c, const char *ns, const char *g, u
                         snprintf(w->queue, sizeof(w->queue), "%s",
                                  sim_pod_label(p, SIM_QUEUE_LABEL));
                 role_of(p, role, sizeof(role));
-                if (!add_to_podset(w, p, role))
+                if (!add_to_podset(c, w, p, role))
                         break;
         }
         sim_webhook_workload(c, w);
         return true;
 }
 
-static bool member_of(const struct sim_pod *p, const struct sim_workload *w)
+/* The index in c->workloads of p's Workload, or -1. */
+static ptrdiff_t workload_of(const struct sim_pod *p)
 {
-        return !strcmp(p->workload, w->name) && !strcmp(p->ns, w->ns);
+        return p->workload[0] ? p->workload_at : -1;
 }
 
-/* c->workload_index's order: namespace, then name. */
-static int by_workload_name(const void *a, const void *b)
+static bool member_of(const struct tsr_cluster *c, const struct sim_pod *p,
+                      const struct sim_workload *w)
 {
-        const struct sim_workload *x = *(const struct sim_workload *const *)a;
-        const struct sim_workload *y = *(const struct sim_workload *const *)b;
-        int r = strcmp(x->ns, y->ns);
-
-        return r ? r : strcmp(x->name, y->name);
-}
-
-/*
- * The index in c->workloads of p's Workload (member_of), or -1: a binary search of the
- * Workloads in name order, sorted again only after a Workload was added or removed (which is
- * also all that moves them in memory).
- */
-static ptrdiff_t workload_of(const struct tsr_cluster *c, const struct sim_pod *p)
-{
-        struct sim_workload_index *x = c->workload_index;
-        size_t lo = 0, hi;
-
-        if (!p->workload[0] || !x)
-                return -1;
-        if (!x->valid) {
-                if (x->cap < c->n_workloads) {
-                        const struct sim_workload **grown =
-                            realloc(x->order, c->n_workloads * sizeof(*grown));
-
-                        if (!grown)
-                                return -1;
-                        x->order = grown;
-                        x->cap = c->n_workloads;
-                }
-                for (size_t k = 0; k < c->n_workloads; k++)
-                        x->order[k] = &c->workloads[k];
-                qsort(x->order, c->n_workloads, sizeof(*x->order), by_workload_name);
-                x->valid = true;
-        }
-        hi = c->n_workloads;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                const struct sim_workload *w = x->order[mid];
-                int r = strcmp(p->ns, w->ns);
-
-                if (!r)
-                        r = strcmp(p->workload, w->name);
-                if (!r)
-                        return w - c->workloads;
-                if (r < 0)
-                        hi = mid;
-                else
-                        lo = mid + 1;
-        }
-        return -1;
+        return workload_of(p) == w - c->workloads;
 }
 
 static void ungate(struct sim_pod *p, const struct sim_workload *w, const char *node);
@@ -234,7 +195,8 @@ static unsigned sent_to(const struct tsr_cluster *c, const struct sim_workload *
                     json_object_get(json_object_get(p->obj, "spec"), "nodeSelector"),
                     TSR_CHAIN_HOSTNAME_LABEL));
 
-                if (!member_of(p, w) || strcmp(p->podset, ps->name) || tsr_cluster_pod_finished(p))
+                if (!member_of(c, p, w) || strcmp(p->podset, ps->name) ||
+                    tsr_cluster_pod_finished(p))
                         continue;
                 n += p->node == (int)i ||
                      (p->node < 0 && !p->gated && target && !strcmp(target, c->nodes[i].name));
@@ -260,7 +222,7 @@ static bool join_group(struct tsr_cluster *c, struct sim_workload *w, size_t k)
                 if (!strcmp(w->podsets[s].name, role))
                         ps = &w->podsets[s];
         for (size_t q = 0; ps && q < c->n_pods; q++)
-                live += member_of(&c->pods[q], w) && !strcmp(c->pods[q].podset, role) &&
+                live += member_of(c, &c->pods[q], w) && !strcmp(c->pods[q].podset, role) &&
                         !tsr_cluster_pod_finished(&c->pods[q]);
         if (!ps) {
                 snprintf(p->message, sizeof(p->message),
@@ -273,8 +235,7 @@ static bool join_group(struct tsr_cluster *c, struct sim_workload *w, size_t k)
                          ps->count);
                 return false;
         }
-        snprintf(p->workload, sizeof(p->workload), "%s", w->name);
-        snprintf(p->podset, sizeof(p->podset), "%s", role);
+        name_workload(c, p, w, role);
         p->message[0] = '\0';
         for (size_t a = 0; w->admitted && !w->finished && a < ps->n_assign; a++) {
                 if (sent_to(c, w, ps, ps->assign[a].node) < ps->assign[a].count) {
@@ -314,7 +275,7 @@ bool sim_kueue_sync(struct tsr_cluster *c)
         if (!members)
                 return moved;
         for (size_t k = 0; k < c->n_pods; k++) {
-                ptrdiff_t i = workload_of(c, &c->pods[k]);
+                ptrdiff_t i = workload_of(&c->pods[k]);
 
                 if (i < 0)
                         continue;
@@ -392,7 +353,7 @@ static struct sim_node_state *tas_states(const struct tsr_cluster *c)
                 goto fail;
         for (size_t k = 0; k < c->n_pods; k++) {
                 const struct sim_pod *p = &c->pods[k];
-                ptrdiff_t i = p->node < 0 ? -1 : workload_of(c, p);
+                ptrdiff_t i = p->node < 0 ? -1 : workload_of(p);
                 const struct sim_workload *w = i < 0 ? NULL : &c->workloads[i];
                 size_t at;
 
@@ -794,7 +755,7 @@ static void admit(struct tsr_cluster *c, struct sim_workload *w)
                 for (size_t k = 0; k < c->n_pods && a < ps->n_assign; k++) {
                         struct sim_pod *p = &c->pods[k];
 
-                        if (!member_of(p, w) || strcmp(p->podset, ps->name) || !p->gated)
+                        if (!member_of(c, p, w) || strcmp(p->podset, ps->name) || !p->gated)
                                 continue;
                         ungate(p, w, c->nodes[ps->assign[a].node].name);
                         if (++used == ps->assign[a].count) {

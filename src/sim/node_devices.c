@@ -26,7 +26,10 @@ struct view {
         size_t n_flavors;
         struct tsr_snapshot_node *nodes;
         size_t n_nodes;
-        json_t **pods;                    /* every bound Pod, grouped by node */
+        json_t **pods;     /* every bound Pod, grouped by node */
+        size_t *pod_at;    /* pods[x] is c->pods[pod_at[x]] */
+        const bool **held; /* held[i]: node i's memo (its Pods are pods[]'s), or NULL */
+        size_t *end;       /* node i's Pods are pods[i ? end[i - 1] : 0 .. end[i]) */
         struct tsr_accel_ledger *ledgers; /* SIM_GPUS_MAX per node: tsr_cluster_ledger's */
         struct tsr_snapshot_workload *workloads;
         size_t n_workloads;
@@ -39,6 +42,9 @@ static void view_release(struct view *v)
 {
         free(v->nodes);
         free(v->pods);
+        free(v->pod_at);
+        free(v->held);
+        free(v->end);
         free(v->ledgers);
         free(v->workloads);
         free(v->podsets);
@@ -68,14 +74,16 @@ static void state_of(const struct sim_workload *w, struct tsr_snapshot_workload 
 static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool *pool,
                        struct view *v)
 {
-        size_t *end = calloc(c->n_nodes + 1, sizeof(*end));
+        size_t *end = v->end = calloc(c->n_nodes + 1, sizeof(*end));
         int *node_flavor = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*node_flavor));
         bool ok = false;
 
         v->nodes = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*v->nodes));
         v->pods = malloc((c->n_pods ? c->n_pods : 1) * sizeof(*v->pods));
+        v->pod_at = malloc((c->n_pods ? c->n_pods : 1) * sizeof(*v->pod_at));
+        v->held = calloc(c->n_nodes + 1, sizeof(*v->held));
         v->ledgers = malloc((c->n_nodes ? c->n_nodes : 1) * SIM_GPUS_MAX * sizeof(*v->ledgers));
-        if (!end || !node_flavor || !v->nodes || !v->pods || !v->ledgers)
+        if (!end || !node_flavor || !v->nodes || !v->pods || !v->pod_at || !v->held || !v->ledgers)
                 goto out;
         /* end[i + 1] counts node i's Pods, then end[i] is where node i's Pods end. */
         for (size_t k = 0; k < c->n_pods; k++)
@@ -83,9 +91,12 @@ static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool 
                         end[c->pods[k].node + 1]++;
         for (size_t i = 1; i <= c->n_nodes; i++)
                 end[i] += end[i - 1];
-        for (size_t k = 0; k < c->n_pods; k++)
-                if (c->pods[k].node >= 0)
-                        v->pods[end[c->pods[k].node]++] = c->pods[k].obj;
+        for (size_t k = 0; k < c->n_pods; k++) {
+                if (c->pods[k].node < 0)
+                        continue;
+                v->pod_at[end[c->pods[k].node]] = k;
+                v->pods[end[c->pods[k].node]++] = c->pods[k].obj;
+        }
         tsr_cluster_flavors(c, pool, v->flavors, &v->n_flavors, node_flavor);
         for (size_t i = 0; i < c->n_nodes; i++) {
                 const struct sim_node *n = &c->nodes[i];
@@ -101,6 +112,7 @@ static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool 
                         l = NULL;
                 if (held && n_held != end[i] - first)
                         held = NULL;
+                v->held[i] = held;
                 v->nodes[v->n_nodes++] = (struct tsr_snapshot_node){
                     .name = n->name,
                     .present = true,
@@ -116,9 +128,89 @@ static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool 
         }
         ok = true;
 out:
-        free(end);
         free(node_flavor);
         return ok;
+}
+
+/*
+ * settled[k]: cluster Workload k is admitted and, on every node TAS assigned it, as many of its
+ * Pods of that PodSet are bound and held as the assignment counts (from the cluster's own
+ * Workload references and the node memo's held states, no Pod object read). Such a Workload is
+ * inflight, but the snapshot charges none of its Pods (a held Pod is in its node's ledger), so
+ * it need not be listed: a pass then costs what is still moving, not every Workload that ran.
+ * A Pod the cluster does not tie to the Workload, but whose object names it, could only make
+ * the snapshot's held count larger, never a settled Workload's charge non-zero. NULL when out of
+ * memory (then every Workload is listed).
+ */
+static bool *settled_workloads(const struct tsr_cluster *c, const struct view *v)
+{
+        size_t *first = malloc((c->n_workloads + 1) * sizeof(*first));
+        bool *settled = malloc((c->n_workloads + 1) * sizeof(*settled));
+        unsigned *missing = NULL; /* per assignment, in Workload, PodSet, assignment order */
+        size_t n_assign = 0;
+
+        if (!first || !settled)
+                goto fail;
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *w = &c->workloads[k];
+
+                first[k] = n_assign;
+                for (size_t s = 0; w->admitted && s < w->n_podsets; s++)
+                        n_assign += w->podsets[s].n_assign;
+        }
+        missing = malloc((n_assign + 1) * sizeof(*missing));
+        if (!missing)
+                goto fail;
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *w = &c->workloads[k];
+                size_t at = first[k];
+
+                for (size_t s = 0; w->admitted && s < w->n_podsets; s++)
+                        for (size_t a = 0; a < w->podsets[s].n_assign; a++)
+                                missing[at++] = w->podsets[s].assign[a].count;
+        }
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                size_t from = i ? v->end[i - 1] : 0;
+
+                for (size_t x = 0; v->held[i] && from + x < v->end[i]; x++) {
+                        const struct sim_pod *p = &c->pods[v->pod_at[from + x]];
+                        const struct sim_workload *w;
+                        size_t at;
+
+                        if (!v->held[i][x] || !p->workload[0] || p->workload_at < 0)
+                                continue;
+                        w = &c->workloads[p->workload_at];
+                        at = first[p->workload_at];
+                        for (size_t s = 0; w->admitted && s < w->n_podsets;
+                             at += w->podsets[s++].n_assign) {
+                                const struct sim_podset *ps = &w->podsets[s];
+
+                                if (strcmp(p->podset, ps->name))
+                                        continue;
+                                for (size_t a = 0; a < ps->n_assign; a++)
+                                        if (ps->assign[a].node == i && missing[at + a]) {
+                                                missing[at + a]--;
+                                                break;
+                                        }
+                        }
+                }
+        }
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *w = &c->workloads[k];
+                size_t end = k + 1 < c->n_workloads ? first[k + 1] : n_assign;
+
+                settled[k] = w->admitted;
+                for (size_t at = first[k]; at < end; at++)
+                        settled[k] &= missing[at] == 0;
+        }
+        free(first);
+        free(missing);
+        return settled;
+fail:
+        free(first);
+        free(settled);
+        free(missing);
+        return NULL;
 }
 
 /*
@@ -129,6 +221,7 @@ out:
 static bool view_workloads(const struct tsr_cluster *c, const struct sim_workload *w,
                            struct view *v)
 {
+        bool *settled = settled_workloads(c, v);
         size_t n = c->n_workloads ? c->n_workloads : 1, n_domains = 0, used = 0;
 
         for (size_t k = 0; k < c->n_workloads; k++)
@@ -138,15 +231,17 @@ static bool view_workloads(const struct tsr_cluster *c, const struct sim_workloa
         v->podsets = calloc(n * SIM_PODSETS_MAX, sizeof(*v->podsets));
         v->domains = calloc(n_domains ? n_domains : 1, sizeof(*v->domains));
         v->index = malloc(n * sizeof(*v->index));
-        if (!v->workloads || !v->podsets || !v->domains || !v->index)
+        if (!v->workloads || !v->podsets || !v->domains || !v->index) {
+                free(settled);
                 return false;
+        }
         for (size_t k = 0; k < c->n_workloads; k++) {
                 const struct sim_workload *o = &c->workloads[k];
                 struct tsr_snapshot_workload *sw = &v->workloads[v->n_workloads];
                 struct tsr_snapshot_podset *sp = &v->podsets[v->n_workloads * SIM_PODSETS_MAX];
 
                 v->index[k] = SIZE_MAX;
-                if (strcmp(o->cluster_queue, w->cluster_queue))
+                if ((settled && settled[k]) || strcmp(o->cluster_queue, w->cluster_queue))
                         continue;
                 v->index[k] = v->n_workloads;
                 state_of(o, sw);
@@ -171,6 +266,7 @@ static bool view_workloads(const struct tsr_cluster *c, const struct sim_workloa
                 }
                 v->n_workloads++;
         }
+        free(settled);
         return true;
 }
 

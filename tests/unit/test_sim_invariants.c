@@ -13,7 +13,11 @@
  *     generation) equals the one rebuilt now from the Pods bound there, and the requests the
  *     scheduler charges to it (sim_node_states, memoized the same way) equal sim_node_used's,
  *     computed now, its allocatable has the keys projected now, and each bound Pod's held
- *     state (tsr_cluster_held) equals the one read now: no change missed.
+ *     state (tsr_cluster_held) equals the one read now: no change missed;
+ *   - every Workload the check judges holds the verdict a snapshot made afresh for it alone
+ *     gives, listing every Workload and reading every Pod object (no memo, no Workload left
+ *     out): the pass's shortcuts (one snapshot per queue, settled Workloads not listed) judge
+ *     what a verdict per Workload judged.
  * Several fixed seeds; every failure prints the seed and step.
  */
 #include <setjmp.h>
@@ -299,6 +303,147 @@ static void check_used(const struct tsr_cluster *c, uint64_t seed, unsigned step
         sim_node_states_free(served, c->n_nodes);
 }
 
+/* What a reference listing owns for one Workload. */
+struct reference_owned {
+        struct tsr_snapshot_podset *podsets;
+        struct tsr_snapshot_domain *domains[SIM_PODSETS_MAX];
+};
+
+/* Workload w as gate 3 reads it into *sw (the simulator's own adapter is what this checks). */
+static void reference_workload(const struct tsr_cluster *c, const struct sim_workload *w,
+                               const struct tsr_chain_flavor *flavors, size_t n_flavors,
+                               struct tsr_snapshot_workload *sw, struct reference_owned *own)
+{
+        own->podsets = test_calloc(w->n_podsets + 1, sizeof(*own->podsets));
+        *sw = (struct tsr_snapshot_workload){
+            .ns = w->ns,
+            .name = w->name,
+            .cluster_queue = w->cluster_queue,
+            .active = true,
+            .reserved = w->reserved,
+            .admitted = w->admitted,
+            .evicted = w->evicted,
+            .finished = w->finished,
+            .has_check = w->has_check,
+            .check = w->check,
+            .check_message = w->check_msg,
+            .n_podsets = w->n_podsets,
+            .podsets = own->podsets,
+        };
+        for (size_t p = 0; p < w->n_podsets; p++) {
+                const struct sim_podset *ps = &w->podsets[p];
+                struct tsr_snapshot_domain *d = test_calloc(ps->n_assign + 1, sizeof(*d));
+
+                own->domains[p] = d;
+                for (size_t a = 0; a < ps->n_assign; a++)
+                        d[a] = (struct tsr_snapshot_domain){c->nodes[ps->assign[a].node].name,
+                                                            ps->assign[a].count};
+                own->podsets[p] = (struct tsr_snapshot_podset){
+                    .name = ps->name,
+                    .count = ps->count,
+                    .tmpl = ps->tmpl,
+                    .flavor = ps->flavor >= 0 && (size_t)ps->flavor < n_flavors
+                                  ? flavors[ps->flavor].name
+                                  : NULL,
+                    .n_domains = ps->n_assign,
+                    .domains = d,
+                };
+        }
+}
+
+static void reference_release(struct reference_owned *own, size_t n_podsets)
+{
+        for (size_t p = 0; p < n_podsets; p++)
+                test_free(own->domains[p]);
+        test_free(own->podsets);
+}
+
+/*
+ * Judges every Workload the check judges afresh and compares with the verdict it holds. Returns
+ * how many it compared.
+ */
+static unsigned check_verdicts(const struct tsr_cluster *c, uint64_t seed, unsigned step)
+{
+        unsigned compared = 0;
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        size_t np;
+
+        tsr_cluster_pools(c, pools, &np);
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *w = &c->workloads[k];
+                const struct tsr_chain_pool *pool = NULL;
+                struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
+                size_t nf, n_nodes = 0, n_pods = 0;
+                struct reference_owned *own;
+                struct tsr_snapshot_workload *listed, *target;
+                struct tsr_snapshot_node *nodes;
+                json_t **pods;
+                int *node_flavor;
+                struct tsr_admit_verdict verdict;
+                struct tsr_diag diag = {0};
+
+                for (size_t i = 0; i < np; i++)
+                        if (pools[i].product && !strcmp(pools[i].name, w->cluster_queue))
+                                pool = &pools[i];
+                if (!pool)
+                        continue;
+                own = test_calloc(c->n_workloads + 1, sizeof(*own));
+                listed = test_calloc(c->n_workloads + 1, sizeof(*listed));
+                node_flavor = test_calloc(c->n_nodes + 1, sizeof(*node_flavor));
+                tsr_cluster_flavors(c, pool, flavors, &nf, node_flavor);
+                for (size_t o = 0; o < c->n_workloads; o++)
+                        reference_workload(c, &c->workloads[o], flavors, nf, &listed[o], &own[o]);
+                target = &listed[k];
+                if (!tsr_admit_snapshot_judges(target)) {
+                        for (size_t o = 0; o < c->n_workloads; o++)
+                                reference_release(&own[o], c->workloads[o].n_podsets);
+                        test_free(own);
+                        test_free(listed);
+                        test_free(node_flavor);
+                        continue;
+                }
+                nodes = test_calloc(c->n_nodes + 1, sizeof(*nodes));
+                pods = test_calloc(c->n_pods + 1, sizeof(*pods));
+                for (size_t i = 0; i < c->n_nodes; i++) {
+                        size_t first = n_pods;
+
+                        if (node_flavor[i] < 0)
+                                continue;
+                        for (size_t x = 0; x < c->n_pods; x++)
+                                if (c->pods[x].node == (int)i)
+                                        pods[n_pods++] = c->pods[x].obj;
+                        nodes[n_nodes++] = (struct tsr_snapshot_node){
+                            .name = c->nodes[i].name,
+                            .present = true,
+                            .flavor = flavors[node_flavor[i]].name,
+                            .product = c->nodes[i].product,
+                            .caps = c->nodes[i].caps,
+                            .n = c->nodes[i].gpu_count,
+                            .pods = &pods[first],
+                            .n_pods = n_pods - first,
+                        };
+                }
+                if (tsr_admit_snapshot_judge(pool->product, nodes, n_nodes, listed, c->n_workloads,
+                                             target, &verdict, &diag))
+                        fail_msg("seed %llu step %u: Workload %s: %s", (unsigned long long)seed,
+                                 step, w->name, diag.msg);
+                if (verdict.state != w->check || strcmp(verdict.message, w->check_msg))
+                        fail_msg("seed %llu step %u: Workload %s holds %d \"%s\", a verdict of "
+                                 "its own gives %d \"%s\"",
+                                 (unsigned long long)seed, step, w->name, (int)w->check,
+                                 w->check_msg, (int)verdict.state, verdict.message);
+                compared++;
+                for (size_t o = 0; o < c->n_workloads; o++)
+                        reference_release(&own[o], c->workloads[o].n_podsets);
+                test_free(own);
+                test_free(listed);
+                test_free(node_flavor);
+                test_free(nodes);
+                test_free(pods);
+        }
+        return compared;
+}
+
 static void check_step(const struct tsr_cluster *c, uint64_t seed, unsigned step)
 {
         struct tsr_diag diag = {0};
@@ -311,6 +456,11 @@ static void check_step(const struct tsr_cluster *c, uint64_t seed, unsigned step
                 const struct sim_pod *p = &c->pods[k];
                 int w = tsr_cluster_workload(c, p->ns, p->workload);
 
+                /* the Pod's kept index is the Workload its name finds (none: -1) */
+                if (p->workload[0] && p->workload_at != w)
+                        fail_msg("seed %llu step %u: Pod %s keeps Workload index %d, its name "
+                                 "finds %d",
+                                 (unsigned long long)seed, step, p->name, p->workload_at, w);
                 if (!strcmp(p->reason, "UnexpectedAdmissionError") &&
                     !strstr(p->message, SIM_RECLAIM_GAP))
                         fail_msg("seed %llu step %u: admitted Pod %s refused by its allocator: %s",
@@ -322,7 +472,50 @@ static void check_step(const struct tsr_cluster *c, uint64_t seed, unsigned step
         }
 }
 
-static void run(uint64_t seed, unsigned steps, unsigned *admitted)
+/*
+ * At rest no Workload waits for the check, so the pass's verdicts are compared by asking again:
+ * one admitted Workload (chosen by step) is made to wait for the check, the simulator's pass
+ * judges it among every other Workload, inflight, settled or not, and a snapshot of its own
+ * must agree; then the Workload is put back as it was. Returns how many were compared.
+ */
+static unsigned rejudge_one(struct tsr_cluster *c, uint64_t seed, unsigned step)
+{
+        size_t n = 0, pick;
+        struct sim_workload *w = NULL;
+        struct sim_workload saved;
+        unsigned compared;
+
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *o = &c->workloads[k];
+
+                n += o->reserved && o->admitted && !o->finished && !o->evicted && o->has_check;
+        }
+        if (!n)
+                return 0;
+        pick = step % n;
+        for (size_t k = 0; k < c->n_workloads && !w; k++) {
+                struct sim_workload *o = &c->workloads[k];
+
+                if (o->reserved && o->admitted && !o->finished && !o->evicted && o->has_check &&
+                    pick-- == 0)
+                        w = o;
+        }
+        if (!w)
+                return 0;
+        saved = *w;
+        w->admitted = false;
+        w->check = TSR_CHECK_PENDING;
+        w->check_msg[0] = '\0';
+        sim_node_devices_check(c);
+        compared = check_verdicts(c, seed, step);
+        w->admitted = saved.admitted;
+        w->check = saved.check;
+        w->check_changed = saved.check_changed;
+        memcpy(w->check_msg, saved.check_msg, sizeof(w->check_msg));
+        return compared;
+}
+
+static void run(uint64_t seed, unsigned steps, unsigned *admitted, unsigned *rejudged)
 {
         struct tsr_cluster c;
         bool *seen = test_calloc(steps, sizeof(*seen));
@@ -345,6 +538,7 @@ static void run(uint64_t seed, unsigned steps, unsigned *admitted)
                         tsr_cluster_advance(&c, rnd(90));
                 }
                 check_step(&c, seed, step);
+                *rejudged += rejudge_one(&c, seed, step);
                 mark_bound(&c, seen, steps);
         }
         for (unsigned s = 0; s < steps; s++)
@@ -355,14 +549,17 @@ static void run(uint64_t seed, unsigned steps, unsigned *admitted)
 
 static void test_sim_invariants__randomized_runs(void **state)
 {
-        unsigned admitted = 0;
+        unsigned admitted = 0, rejudged = 0;
 
         (void)state;
         for (uint64_t seed = 1; seed <= 6; seed++)
-                run(seed, 250, &admitted);
+                run(seed, 250, &admitted, &rejudged);
         /* The runs must exercise admission, not only queueing: hundreds of requests got a node. */
         print_message("# %u of %u applied requests were bound\n", admitted, 6u * 250u);
         assert_true(admitted > 300);
+        /* ... and the pass's verdicts were compared on most steps */
+        print_message("# %u verdicts compared with a snapshot of their own\n", rejudged);
+        assert_true(rejudged > 6u * 250u / 2);
 }
 
 int main(void)
