@@ -73,26 +73,27 @@ struct sim_node {
 
 enum sim_phase { SIM_PENDING, SIM_RUNNING, SIM_SUCCEEDED, SIM_FAILED };
 
+/* The fields every reconcile pass reads come first, so a pass over the Pods reads one line each. */
 struct sim_pod {
-        char name[SIM_NAME_MAX];
-        char ns[SIM_NAME_MAX];
-        char uid[40];
         json_t *obj; /* the Pod as stored (after admission mutation); status.phase: phase */
         int node;    /* index into nodes, -1 while unbound */
-        enum sim_phase phase;
-        bool gated;                  /* holds Kueue's admission scheduling gate */
-        int64_t created;             /* virtual seconds */
-        int64_t finish_at;           /* when its containers exit; -1: they run until deleted */
-        bool finish_failed;          /* they exit non-zero */
-        char reason[64];             /* status.reason: UnexpectedAdmissionError */
-        char message[512];           /* status.message, or the PodScheduled condition's message */
-        char ip[16];                 /* status.podIP once bound: 10.244.<node>.<n> */
-        char workload[SIM_NAME_MAX]; /* its Workload ("" for a Pod outside Kueue) */
-        char podset[64];
         /* the index in workloads of the Workload named workload, or -1 (none, or none by that
          * name any more): kueue.c sets it when it names the Workload, and sim_workload_remove
          * shifts it with the Workloads, so finding a Pod's Workload reads no name */
         int workload_at;
+        enum sim_phase phase;
+        bool gated;                  /* holds Kueue's admission scheduling gate */
+        bool finish_failed;          /* they exit non-zero */
+        int64_t created;             /* virtual seconds */
+        int64_t finish_at;           /* when its containers exit; -1: they run until deleted */
+        char workload[SIM_NAME_MAX]; /* its Workload ("" for a Pod outside Kueue) */
+        char podset[64];
+        char name[SIM_NAME_MAX];
+        char ns[SIM_NAME_MAX];
+        char uid[40];
+        char reason[64];   /* status.reason: UnexpectedAdmissionError */
+        char message[512]; /* status.message, or the PodScheduled condition's message */
+        char ip[16];       /* status.podIP once bound: 10.244.<node>.<n> */
 };
 
 /* Pods of a PodSet that TAS assigned to one node. */
@@ -114,34 +115,35 @@ struct sim_podset {
         int64_t quota;
 };
 
+/* As in sim_pod, the state every pass reads first, the names and messages after it. */
 struct sim_workload {
+        /* status */
+        bool reserved;
+        bool admitted;
+        bool evicted;
+        bool finished;
+        bool failed;
+        bool has_check; /* the ClusterQueue references gpustack-node-devices */
+        enum tsr_check_state check;
+        unsigned retry_count;
+        size_t n_podsets;
+        int64_t requeue_at; /* 0: no backoff pending */
+        int64_t check_changed;
+        int64_t created;
+        int64_t reserved_at;
+        int64_t admitted_at;
+        int64_t evicted_at;
+        int64_t finished_at;
+        char cluster_queue[SIM_NAME_MAX];
         char name[SIM_NAME_MAX];
         char ns[SIM_NAME_MAX];
         char uid[40];
         char queue[64];
         char group[SIM_NAME_MAX]; /* the pod group, "" for a single Pod */
-        int64_t created;
-        size_t n_podsets;
         struct sim_podset podsets[SIM_PODSETS_MAX];
-        /* status */
-        bool reserved;
-        char cluster_queue[SIM_NAME_MAX];
-        int64_t reserved_at;
-        char pending[1280]; /* why quota is not reserved */
-        bool admitted;
-        int64_t admitted_at;
-        bool evicted;
+        char pending[1280];                            /* why quota is not reserved */
         char evicted_msg[TSR_ADMIT_MESSAGE_MAX + 128]; /* evict(): check_msg and its frame */
-        int64_t evicted_at;
-        bool finished;
-        bool failed;
-        int64_t finished_at;
-        bool has_check; /* the ClusterQueue references gpustack-node-devices */
-        enum tsr_check_state check;
         char check_msg[TSR_ADMIT_MESSAGE_MAX];
-        int64_t check_changed;
-        unsigned retry_count;
-        int64_t requeue_at; /* 0: no backoff pending */
 };
 
 struct tsr_cluster {
