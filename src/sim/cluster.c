@@ -810,6 +810,8 @@ int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *na
         if (k < 0)
                 return TSR_ENOTFOUND;
         node = c->pods[k].node;
+        if (c->pods[k].workload[0] && c->pods[k].workload_at >= 0)
+                c->workloads[c->pods[k].workload_at].settled = false;
         sim_node_changed(c, node);
         json_decref(c->pods[k].obj);
         memmove(&c->pods[k], &c->pods[k + 1], (c->n_pods - (size_t)k - 1) * sizeof(c->pods[0]));

@@ -124,6 +124,10 @@ struct sim_workload {
         bool finished;
         bool failed;
         bool has_check; /* the ClusterQueue references gpustack-node-devices */
+        /* node_devices.c's memo while admitted: every Pod TAS assigned is bound and held, so
+         * gate 3 charges none of them; cleared by a member's deletion (only a Workload not
+         * admitted yet is ever evicted) */
+        bool settled;
         enum tsr_check_state check;
         unsigned retry_count;
         size_t n_podsets;

@@ -132,40 +132,50 @@ out:
         return ok;
 }
 
+/* Whether w's settled memo may be set or read: admitted and still holding its quota. */
+static bool may_settle(const struct sim_workload *w)
+{
+        return w->admitted && w->reserved && !w->evicted;
+}
+
 /*
- * settled[k]: cluster Workload k is admitted and, on every node TAS assigned it, as many of its
- * Pods of that PodSet are bound and held as the assignment counts (from the cluster's own
+ * Marks settled every Workload that is admitted and, on every node TAS assigned it, has as many
+ * of its Pods of that PodSet bound and held as the assignment counts (from the cluster's own
  * Workload references and the node memo's held states, no Pod object read). Such a Workload is
  * inflight, but the snapshot charges none of its Pods (a held Pod is in its node's ledger), so
  * it need not be listed: a pass then costs what is still moving, not every Workload that ran.
  * A Pod the cluster does not tie to the Workload, but whose object names it, could only make
- * the snapshot's held count larger, never a settled Workload's charge non-zero. NULL when out of
- * memory (then every Workload is listed).
+ * the snapshot's held count larger, never a settled Workload's charge non-zero.
+ *
+ * The mark is a memo (sim_workload.settled): a held Pod stays held and bound until it is
+ * deleted, so only a member's deletion (tsr_cluster_delete_pod) clears it (an eviction only
+ * meets a Workload not admitted yet), and the Workloads marked already are not counted again. Out of memory, nothing new is marked.
  */
-static bool *settled_workloads(const struct tsr_cluster *c, const struct view *v)
+static void mark_settled(struct tsr_cluster *c, const struct view *v)
 {
         size_t *first = malloc((c->n_workloads + 1) * sizeof(*first));
-        bool *settled = malloc((c->n_workloads + 1) * sizeof(*settled));
         unsigned *missing = NULL; /* per assignment, in Workload, PodSet, assignment order */
         size_t n_assign = 0;
 
-        if (!first || !settled)
-                goto fail;
+        if (!first)
+                return;
         for (size_t k = 0; k < c->n_workloads; k++) {
                 const struct sim_workload *w = &c->workloads[k];
 
                 first[k] = n_assign;
-                for (size_t s = 0; w->admitted && s < w->n_podsets; s++)
+                for (size_t s = 0; may_settle(w) && !w->settled && s < w->n_podsets; s++)
                         n_assign += w->podsets[s].n_assign;
         }
         missing = malloc((n_assign + 1) * sizeof(*missing));
-        if (!missing)
-                goto fail;
+        if (!missing) {
+                free(first);
+                return;
+        }
         for (size_t k = 0; k < c->n_workloads; k++) {
                 const struct sim_workload *w = &c->workloads[k];
                 size_t at = first[k];
 
-                for (size_t s = 0; w->admitted && s < w->n_podsets; s++)
+                for (size_t s = 0; may_settle(w) && !w->settled && s < w->n_podsets; s++)
                         for (size_t a = 0; a < w->podsets[s].n_assign; a++)
                                 missing[at++] = w->podsets[s].assign[a].count;
         }
@@ -180,9 +190,10 @@ static bool *settled_workloads(const struct tsr_cluster *c, const struct view *v
                         if (!v->held[i][x] || !p->workload[0] || p->workload_at < 0)
                                 continue;
                         w = &c->workloads[p->workload_at];
+                        if (!may_settle(w) || w->settled)
+                                continue;
                         at = first[p->workload_at];
-                        for (size_t s = 0; w->admitted && s < w->n_podsets;
-                             at += w->podsets[s++].n_assign) {
+                        for (size_t s = 0; s < w->n_podsets; at += w->podsets[s++].n_assign) {
                                 const struct sim_podset *ps = &w->podsets[s];
 
                                 if (strcmp(p->podset, ps->name))
@@ -196,52 +207,52 @@ static bool *settled_workloads(const struct tsr_cluster *c, const struct view *v
                 }
         }
         for (size_t k = 0; k < c->n_workloads; k++) {
-                const struct sim_workload *w = &c->workloads[k];
+                struct sim_workload *w = &c->workloads[k];
                 size_t end = k + 1 < c->n_workloads ? first[k + 1] : n_assign;
+                bool settled = may_settle(w);
 
-                settled[k] = w->admitted;
+                if (w->settled || !settled)
+                        continue;
                 for (size_t at = first[k]; at < end; at++)
-                        settled[k] &= missing[at] == 0;
+                        settled &= missing[at] == 0;
+                w->settled = settled;
         }
         free(first);
         free(missing);
-        return settled;
-fail:
-        free(first);
-        free(settled);
-        free(missing);
-        return NULL;
 }
 
 /*
- * Lists the Workloads of w's ClusterQueue (w among them), their flavor indexes read as the
- * pool's flavor names, and where each cluster Workload sits in the list. Returns false when out
- * of memory.
+ * Lists the Workloads of w's ClusterQueue (w among them) that are not settled, their flavor
+ * indexes read as the pool's flavor names, and where each cluster Workload sits in the list.
+ * Returns false when out of memory.
  */
 static bool view_workloads(const struct tsr_cluster *c, const struct sim_workload *w,
                            struct view *v)
 {
-        bool *settled = settled_workloads(c, v);
-        size_t n = c->n_workloads ? c->n_workloads : 1, n_domains = 0, used = 0;
+        size_t n = 0, n_domains = 0, used = 0;
 
-        for (size_t k = 0; k < c->n_workloads; k++)
-                for (size_t p = 0; p < c->workloads[k].n_podsets; p++)
-                        n_domains += c->workloads[k].podsets[p].n_assign;
-        v->workloads = calloc(n, sizeof(*v->workloads));
-        v->podsets = calloc(n * SIM_PODSETS_MAX, sizeof(*v->podsets));
-        v->domains = calloc(n_domains ? n_domains : 1, sizeof(*v->domains));
-        v->index = malloc(n * sizeof(*v->index));
-        if (!v->workloads || !v->podsets || !v->domains || !v->index) {
-                free(settled);
-                return false;
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *o = &c->workloads[k];
+
+                if ((o->settled && may_settle(o)) || strcmp(o->cluster_queue, w->cluster_queue))
+                        continue;
+                n++;
+                for (size_t p = 0; p < o->n_podsets; p++)
+                        n_domains += o->podsets[p].n_assign;
         }
+        v->workloads = calloc(n + 1, sizeof(*v->workloads));
+        v->podsets = calloc(n * SIM_PODSETS_MAX + 1, sizeof(*v->podsets));
+        v->domains = calloc(n_domains + 1, sizeof(*v->domains));
+        v->index = malloc((c->n_workloads + 1) * sizeof(*v->index));
+        if (!v->workloads || !v->podsets || !v->domains || !v->index)
+                return false;
         for (size_t k = 0; k < c->n_workloads; k++) {
                 const struct sim_workload *o = &c->workloads[k];
                 struct tsr_snapshot_workload *sw = &v->workloads[v->n_workloads];
                 struct tsr_snapshot_podset *sp = &v->podsets[v->n_workloads * SIM_PODSETS_MAX];
 
                 v->index[k] = SIZE_MAX;
-                if ((settled && settled[k]) || strcmp(o->cluster_queue, w->cluster_queue))
+                if ((o->settled && may_settle(o)) || strcmp(o->cluster_queue, w->cluster_queue))
                         continue;
                 v->index[k] = v->n_workloads;
                 state_of(o, sw);
@@ -266,7 +277,6 @@ static bool view_workloads(const struct tsr_cluster *c, const struct sim_workloa
                 }
                 v->n_workloads++;
         }
-        free(settled);
         return true;
 }
 
@@ -314,7 +324,11 @@ static bool judge_queue(struct tsr_cluster *c, size_t first, bool *done)
         struct tsr_admit_snapshot *snap = NULL;
         struct view v = {0};
         bool moved = false, have_pool = pool_of(c, w0, &pool);
-        bool viewed = have_pool && view_nodes(c, &pool, &v) && view_workloads(c, w0, &v);
+        bool viewed = have_pool && view_nodes(c, &pool, &v);
+
+        if (viewed)
+                mark_settled(c, &v);
+        viewed = viewed && view_workloads(c, w0, &v);
 
         for (size_t k = first; k < c->n_workloads; k++) {
                 struct sim_workload *w = &c->workloads[k];
@@ -322,10 +336,9 @@ static bool judge_queue(struct tsr_cluster *c, size_t first, bool *done)
                 struct tsr_admit_verdict verdict;
                 bool was_ready;
 
-                if (strcmp(w->cluster_queue, w0->cluster_queue))
-                        continue;
                 state_of(w, &state);
-                if (!tsr_admit_snapshot_judges(&state))
+                if (!tsr_admit_snapshot_judges(&state) ||
+                    strcmp(w->cluster_queue, w0->cluster_queue))
                         continue;
                 done[k] = true;
                 if (!viewed)
