@@ -810,6 +810,7 @@ int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *na
         if (k < 0)
                 return TSR_ENOTFOUND;
         node = c->pods[k].node;
+        c->membership_gen++;
         if (c->pods[k].workload[0] && c->pods[k].workload_at >= 0)
                 c->workloads[c->pods[k].workload_at].settled = false;
         sim_node_changed(c, node);

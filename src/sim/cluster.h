@@ -160,6 +160,10 @@ struct tsr_cluster {
         struct sim_pod *pods;
         size_t n_workloads, cap_workloads;
         struct sim_workload *workloads;
+        /* bumped by every change that can finish or empty a Workload: a Pod named a Workload's
+         * member, a Pod deleted, a Pod ending (Succeeded or Failed); sim_kueue_sync counts the
+         * members again only when it moved since membership_seen */
+        unsigned long membership_gen, membership_seen;
         int64_t now;       /* virtual seconds since the run started */
         int64_t next_pass; /* next periodic reclaim pass */
         unsigned uid_seq;

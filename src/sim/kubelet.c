@@ -271,6 +271,8 @@ static void set_phase(struct tsr_cluster *c, struct sim_pod *p, enum sim_phase p
 
         p->phase = phase;
         sim_node_changed(c, p->node);
+        if (tsr_cluster_pod_finished(p))
+                c->membership_gen++;
         if (!json_is_object(status)) {
                 status = json_object();
                 json_object_set_new(p->obj, "status", status);

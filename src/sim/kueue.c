@@ -73,16 +73,17 @@ static void role_of(const struct sim_pod *p, char *out, size_t len)
 }
 
 /* Names w as p's Workload. */
-static void name_workload(const struct tsr_cluster *c, struct sim_pod *p,
-                          const struct sim_workload *w, const char *role)
+static void name_workload(struct tsr_cluster *c, struct sim_pod *p, const struct sim_workload *w,
+                          const char *role)
 {
         snprintf(p->workload, sizeof(p->workload), "%s", w->name);
         snprintf(p->podset, sizeof(p->podset), "%s", role);
         p->workload_at = (int)(w - c->workloads);
+        c->membership_gen++;
 }
 
 /* Adds Pod p to w's PodSets (a new one for a new role). Returns false past SIM_PODSETS_MAX. */
-static bool add_to_podset(const struct tsr_cluster *c, struct sim_workload *w, struct sim_pod *p,
+static bool add_to_podset(struct tsr_cluster *c, struct sim_workload *w, struct sim_pod *p,
                           const char *role)
 {
         size_t k;
@@ -270,10 +271,13 @@ bool sim_kueue_sync(struct tsr_cluster *c)
                 else if (group_total(p))
                         moved |= create_group(c, p->ns, group, group_total(p));
         }
+        if (c->membership_gen == c->membership_seen)
+                return moved; /* no Workload can have finished or emptied since the last count */
         /* members[3 * i]: Workload i's members, then those finished, then those failed */
         members = calloc(3 * c->n_workloads + 1, sizeof(*members));
         if (!members)
                 return moved;
+        c->membership_seen = c->membership_gen;
         for (size_t k = 0; k < c->n_pods; k++) {
                 ptrdiff_t i = workload_of(&c->pods[k]);
 

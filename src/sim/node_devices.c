@@ -149,7 +149,8 @@ static bool may_settle(const struct sim_workload *w)
  *
  * The mark is a memo (sim_workload.settled): a held Pod stays held and bound until it is
  * deleted, so only a member's deletion (tsr_cluster_delete_pod) clears it (an eviction only
- * meets a Workload not admitted yet), and the Workloads marked already are not counted again. Out of memory, nothing new is marked.
+ * meets a Workload not admitted yet), and the Workloads marked already are not counted again. Out
+ * of memory, nothing new is marked.
  */
 static void mark_settled(struct tsr_cluster *c, const struct view *v)
 {

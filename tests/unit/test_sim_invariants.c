@@ -14,6 +14,7 @@
  *     scheduler charges to it (sim_node_states, memoized the same way) equal sim_node_used's,
  *     computed now, its allocatable has the keys projected now, and each bound Pod's held
  *     state (tsr_cluster_held) equals the one read now: no change missed;
+ *   - every Workload has a member Pod, and one whose Pods all ended is finished;
  *   - every Workload the check judges holds the verdict a snapshot made afresh for it alone
  *     gives, listing every Workload and reading every Pod object (no memo, no Workload left
  *     out): the pass's shortcuts (one snapshot per queue, settled Workloads not listed) judge
@@ -444,12 +445,37 @@ static unsigned check_verdicts(const struct tsr_cluster *c, uint64_t seed, unsig
         return compared;
 }
 
+/* Every Workload has a member, and one whose members all ended is finished. */
+static void check_membership(const struct tsr_cluster *c, uint64_t seed, unsigned step)
+{
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *w = &c->workloads[k];
+                unsigned members = 0, ended = 0;
+
+                for (size_t x = 0; x < c->n_pods; x++) {
+                        const struct sim_pod *p = &c->pods[x];
+
+                        if (strcmp(p->workload, w->name) || strcmp(p->ns, w->ns))
+                                continue;
+                        members++;
+                        ended += tsr_cluster_pod_finished(p);
+                }
+                if (!members)
+                        fail_msg("seed %llu step %u: Workload %s outlives its last Pod",
+                                 (unsigned long long)seed, step, w->name);
+                if (ended == members && !w->finished)
+                        fail_msg("seed %llu step %u: Workload %s is not finished, its %u Pods are",
+                                 (unsigned long long)seed, step, w->name, members);
+        }
+}
+
 static void check_step(const struct tsr_cluster *c, uint64_t seed, unsigned step)
 {
         struct tsr_diag diag = {0};
         for (size_t i = 0; i < c->n_nodes; i++)
                 check_ledger(c, i, seed, step);
         check_used(c, seed, step);
+        check_membership(c, seed, step);
         if (tsr_cluster_check(c, &diag))
                 fail_msg("seed %llu step %u: %s", (unsigned long long)seed, step, diag.msg);
         for (size_t k = 0; k < c->n_pods; k++) {
