@@ -41,6 +41,13 @@ bool sim_kueue_schedule(struct tsr_cluster *c);
 /* Admits Workloads whose checks are all Ready (ungating their Pods), evicts those on Retry. */
 bool sim_kueue_admit(struct tsr_cluster *c);
 
+/*
+ * The nodes as TAS counts them (what sim_kueue_schedule places against): the scheduler's usage
+ * plus, for every Workload holding quota, the Pods TAS assigned to a node and not bound there yet
+ * (a new array, sim_node_states_free), or NULL when out of memory.
+ */
+struct sim_node_state *sim_kueue_tas_states(struct tsr_cluster *c);
+
 /* Quota usage within every flavor's nominal quota. 0 or TSR_ESTALE with diag. */
 int sim_kueue_check(const struct tsr_cluster *c, struct tsr_diag *diag);
 

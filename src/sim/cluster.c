@@ -811,8 +811,10 @@ int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *na
                 return TSR_ENOTFOUND;
         node = c->pods[k].node;
         c->membership_gen++;
-        if (c->pods[k].workload[0] && c->pods[k].workload_at >= 0)
+        if (c->pods[k].workload[0] && c->pods[k].workload_at >= 0) {
                 c->workloads[c->pods[k].workload_at].settled = false;
+                c->workloads[c->pods[k].workload_at].bound_all = false;
+        }
         sim_node_changed(c, node);
         json_decref(c->pods[k].obj);
         memmove(&c->pods[k], &c->pods[k + 1], (c->n_pods - (size_t)k - 1) * sizeof(c->pods[0]));

@@ -128,6 +128,10 @@ struct sim_workload {
          * gate 3 charges none of them; cleared by a member's deletion (only a Workload not
          * admitted yet is ever evicted) */
         bool settled;
+        /* kueue.c's memo while it holds quota: every Pod TAS assigned is bound there, so TAS
+         * counts none of its assignment on top of the bound Pods; cleared by a member's
+         * deletion */
+        bool bound_all;
         enum tsr_check_state check;
         unsigned retry_count;
         size_t n_podsets;

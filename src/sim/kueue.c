@@ -331,12 +331,14 @@ static bool holds_quota(const struct sim_workload *w)
 }
 
 /*
- * The nodes as TAS counts them: the scheduler's usage plus the Pods that reserved Workloads were
- * assigned there but are not bound yet. The bound Pods are counted in one pass over the Pods:
+ * sim_kueue_tas_states (actors.h). The bound Pods are counted in one pass over the Pods:
  * bound[k] holds, for the k-th assignment of the Workloads holding quota (in Workload, PodSet,
- * assignment order), its members bound to the assigned node.
+ * assignment order), its members bound to the assigned node. A Workload seen with every
+ * assigned Pod bound is marked (sim_workload.bound_all) and skipped from then on: a bound Pod
+ * stays bound until it is deleted, which clears the mark (a Workload is only evicted, and so
+ * only given a new assignment, before it is admitted: none of its Pods is bound then).
  */
-static struct sim_node_state *tas_states(const struct tsr_cluster *c)
+struct sim_node_state *sim_kueue_tas_states(struct tsr_cluster *c)
 {
         struct sim_node_state *ns = sim_node_states(c);
         size_t *first = malloc((c->n_workloads + 1) * sizeof(*first));
@@ -349,7 +351,7 @@ static struct sim_node_state *tas_states(const struct tsr_cluster *c)
                 const struct sim_workload *w = &c->workloads[k];
 
                 first[k] = n_assign;
-                for (size_t s = 0; holds_quota(w) && s < w->n_podsets; s++)
+                for (size_t s = 0; holds_quota(w) && !w->bound_all && s < w->n_podsets; s++)
                         n_assign += w->podsets[s].n_assign;
         }
         bound = calloc(n_assign + 1, sizeof(*bound));
@@ -361,7 +363,7 @@ static struct sim_node_state *tas_states(const struct tsr_cluster *c)
                 const struct sim_workload *w = i < 0 ? NULL : &c->workloads[i];
                 size_t at;
 
-                if (!w || !holds_quota(w))
+                if (!w || !holds_quota(w) || w->bound_all)
                         continue;
                 at = first[i];
                 for (size_t s = 0; s < w->n_podsets; s++) {
@@ -373,10 +375,11 @@ static struct sim_node_state *tas_states(const struct tsr_cluster *c)
                 }
         }
         for (size_t k = 0; k < c->n_workloads; k++) {
-                const struct sim_workload *w = &c->workloads[k];
+                struct sim_workload *w = &c->workloads[k];
                 size_t at = first[k];
+                bool all = true;
 
-                if (!holds_quota(w))
+                if (!holds_quota(w) || w->bound_all)
                         continue;
                 for (size_t s = 0; s < w->n_podsets; s++) {
                         const struct sim_podset *ps = &w->podsets[s];
@@ -385,6 +388,7 @@ static struct sim_node_state *tas_states(const struct tsr_cluster *c)
                         for (size_t a = 0; a < ps->n_assign; a++, at++) {
                                 if (ps->assign[a].count <= bound[at])
                                         continue;
+                                all = false;
                                 if (!req && !(req = podset_request(ps)))
                                         continue; /* out of memory: not charged */
                                 sim_resources_charge(&ns[ps->assign[a].node].used, req,
@@ -392,6 +396,7 @@ static struct sim_node_state *tas_states(const struct tsr_cluster *c)
                         }
                         free(req);
                 }
+                w->bound_all = all;
         }
         free(first);
         free(bound);
@@ -708,7 +713,7 @@ bool sim_kueue_schedule(struct tsr_cluster *c)
                 if (w->reserved || w->finished || w->requeue_at > c->now)
                         continue;
                 if (!nodes) {
-                        nodes = tas_states(c);
+                        nodes = sim_kueue_tas_states(c);
                         if (!nodes)
                                 return false;
                 }

@@ -15,6 +15,8 @@
  *     computed now, its allocatable has the keys projected now, and each bound Pod's held
  *     state (tsr_cluster_held) equals the one read now: no change missed;
  *   - every Workload has a member Pod, and one whose Pods all ended is finished;
+ *   - TAS's usage as kept (its memo of Workloads whose Pods are all bound) is the one counted
+ *     now from the Pods and the assignments;
  *   - every Workload the check judges holds the verdict a snapshot made afresh for it alone
  *     gives, listing every Workload and reading every Pod object (no memo, no Workload left
  *     out): the pass's shortcuts (one snapshot per queue, settled Workloads not listed) judge
@@ -32,6 +34,7 @@
 #include "codec/admit_snapshot.h"
 #include "codec/devices_object.h"
 #include "core/node_keys.h"
+#include "core/pod_resources.h"
 #include "core/catalog.h"
 #include "sim/actors.h"
 #include "sim/cluster.h"
@@ -304,6 +307,66 @@ static void check_used(const struct tsr_cluster *c, uint64_t seed, unsigned step
         sim_node_states_free(served, c->n_nodes);
 }
 
+/*
+ * TAS's usage as kept (sim_kueue_tas_states, with its memo of Workloads whose Pods are all
+ * bound) equals the one counted now: the bound Pods' requests plus, for every Workload holding
+ * quota, each assignment's Pods not bound to their node.
+ */
+static void check_tas(struct tsr_cluster *c, uint64_t seed, unsigned step)
+{
+        struct sim_node_state *kept = sim_kueue_tas_states(c);
+        struct pod_resources *fresh = test_calloc(c->n_nodes + 1, sizeof(*fresh));
+        struct pod_resources *req = test_malloc(sizeof(*req));
+
+        assert_non_null(kept);
+        for (size_t i = 0; i < c->n_nodes; i++)
+                sim_node_used(c, i, &fresh[i]);
+        for (size_t k = 0; k < c->n_workloads; k++) {
+                const struct sim_workload *w = &c->workloads[k];
+
+                if (!w->reserved || w->finished)
+                        continue;
+                for (size_t s = 0; s < w->n_podsets; s++) {
+                        const struct sim_podset *ps = &w->podsets[s];
+                        struct tsr_pod_spec *spec;
+
+                        assert_int_equal(tsr_pod_spec_new(ps->tmpl, &spec, NULL), 0);
+                        pod_spec_resources(&spec->req, req);
+                        free(spec);
+                        for (size_t a = 0; a < ps->n_assign; a++) {
+                                unsigned bound = 0;
+
+                                for (size_t x = 0; x < c->n_pods; x++) {
+                                        const struct sim_pod *p = &c->pods[x];
+
+                                        bound += p->node == (int)ps->assign[a].node &&
+                                                 !strcmp(p->workload, w->name) &&
+                                                 !strcmp(p->ns, w->ns) &&
+                                                 !strcmp(p->podset, ps->name);
+                                }
+                                if (bound < ps->assign[a].count)
+                                        sim_resources_charge(&fresh[ps->assign[a].node], req,
+                                                             ps->assign[a].count - bound);
+                        }
+                }
+        }
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                if (fresh[i].n != kept[i].used.n)
+                        fail_msg("seed %llu step %u: node %s: TAS counts %zu resources, %zu kept",
+                                 (unsigned long long)seed, step, c->nodes[i].name, fresh[i].n,
+                                 kept[i].used.n);
+                for (size_t r = 0; r < fresh[i].n; r++)
+                        if (pod_resources_get(&kept[i].used, fresh[i].r[r].name) !=
+                            fresh[i].r[r].value)
+                                fail_msg("seed %llu step %u: node %s: TAS's %s usage is stale",
+                                         (unsigned long long)seed, step, c->nodes[i].name,
+                                         fresh[i].r[r].name);
+        }
+        test_free(req);
+        test_free(fresh);
+        sim_node_states_free(kept, c->n_nodes);
+}
+
 /* What a reference listing owns for one Workload. */
 struct reference_owned {
         struct tsr_snapshot_podset *podsets;
@@ -564,6 +627,7 @@ static void run(uint64_t seed, unsigned steps, unsigned *admitted, unsigned *rej
                         tsr_cluster_advance(&c, rnd(90));
                 }
                 check_step(&c, seed, step);
+                check_tas(&c, seed, step);
                 *rejudged += rejudge_one(&c, seed, step);
                 mark_bound(&c, seen, steps);
         }
