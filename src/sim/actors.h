@@ -83,10 +83,16 @@ void sim_kubelet_reclaim_pass(struct tsr_cluster *c, size_t i);
 
 #include "sim/resources.h"
 
-/* What the scheduler and Kueue's TAS read of one node. */
+/*
+ * What the scheduler and Kueue's TAS read of one node. alloc and used point into the node's memo
+ * (kept per node generation, not copied per pass); the first charge (sim_node_state_charge)
+ * gives the state a copy of its own, which used then points to.
+ */
 struct sim_node_state {
-        struct pod_resources alloc; /* allocatable */
-        struct pod_resources used; /* requests of the unfinished Pods bound there (TAS adds more) */
+        const struct pod_resources *alloc; /* allocatable */
+        const struct pod_resources *bound; /* requests of the unfinished Pods bound there */
+        struct pod_resources *charged;     /* bound plus what TAS charged: NULL until it does */
+        const struct pod_resources *used;  /* charged, or bound while uncharged */
         json_t *labels;
 };
 
@@ -99,7 +105,17 @@ struct sim_node_state *sim_node_states(const struct tsr_cluster *c);
  */
 void sim_node_used(const struct tsr_cluster *c, size_t i, struct pod_resources *out);
 
-/* Recomputes node i's state s (after a Pod was bound there). */
+/*
+ * Adds count Pods of request req to state s's usage (its own copy from then on). Returns false,
+ * charging nothing, when out of memory.
+ */
+bool sim_node_state_charge(struct sim_node_state *s, const struct pod_resources *req,
+                           unsigned count);
+
+/* Drops every charge of state s: its usage is the bound Pods' again. */
+void sim_node_state_uncharge(struct sim_node_state *s);
+
+/* Recomputes node i's state s (after a Pod was bound there), dropping its charges. */
 void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *s, size_t i);
 
 void sim_node_states_free(struct sim_node_state *s, size_t n);
@@ -113,9 +129,6 @@ unsigned sim_node_state_fits(const struct sim_node_state *s, const struct pod_re
 
 /* Adds count Pods of request req to usage u (saturating). */
 void sim_resources_charge(struct pod_resources *u, const struct pod_resources *req, unsigned count);
-
-/* Node i's allocatable as a resource list: cpu (milli), memory, pods and every accelerator key. */
-void sim_node_allocatable(const struct tsr_cluster *c, size_t i, struct pod_resources *out);
 
 /* Sum of the effective requests of name by the unfinished Pods bound to node i (cpu in milli). */
 int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name);

@@ -582,33 +582,77 @@ void sim_node_used(const struct tsr_cluster *c, size_t i, struct pod_resources *
         }
 }
 
+/* Node i's allocatable as the memo keeps it: cpu (milli), memory, pods and every node key. */
+static const struct pod_resources *memo_alloc(const struct tsr_cluster *c, size_t i)
+{
+        struct sim_ledger_memo *m = memo_of(&c->nodes[i]);
+        struct tsr_node_keys keys;
+
+        if (m->alloc_valid)
+                return &m->alloc;
+        m->alloc.n = 0;
+        pod_resources_add(&m->alloc, "cpu", c->nodes[i].cpu_milli);
+        pod_resources_add(&m->alloc, "memory", c->nodes[i].memory_bytes);
+        pod_resources_add(&m->alloc, "pods", 110);
+        /* without its keys the list is served as it is, and computed again next time */
+        if (tsr_cluster_node_keys(c, i, &keys, NULL) == 0) {
+                for (size_t k = 0; k < keys.n; k++)
+                        pod_resources_add(&m->alloc, keys.keys[k].name, keys.keys[k].allocatable);
+                m->alloc_valid = true;
+        }
+        return &m->alloc;
+}
+
+/* The requests of node i's unfinished Pods as the memo keeps them. */
+static const struct pod_resources *memo_used(const struct tsr_cluster *c, size_t i)
+{
+        struct sim_ledger_memo *m = memo_of(&c->nodes[i]);
+
+        if (!m->used_valid) {
+                sim_node_used(c, i, &m->used);
+                m->used_valid = true;
+        }
+        return &m->used;
+}
+
 void sim_node_state_refresh(const struct tsr_cluster *c, struct sim_node_state *s, size_t i)
 {
-        struct sim_ledger_memo *memo = memo_of(&c->nodes[i]);
-
         json_decref(s->labels);
-        sim_node_allocatable(c, i, &s->alloc);
         s->labels = tsr_cluster_node_labels(c, i);
-        if (memo->used_valid) {
-                s->used.n = memo->used.n;
-                memcpy(s->used.r, memo->used.r, memo->used.n * sizeof(memo->used.r[0]));
-                return;
+        s->alloc = memo_alloc(c, i);
+        s->bound = memo_used(c, i);
+        sim_node_state_uncharge(s);
+}
+
+void sim_node_state_uncharge(struct sim_node_state *s)
+{
+        free(s->charged);
+        s->charged = NULL;
+        s->used = s->bound;
+}
+
+bool sim_node_state_charge(struct sim_node_state *s, const struct pod_resources *req,
+                           unsigned count)
+{
+        if (!s->charged) {
+                /* only the entries in use: a list is tens of kilobytes of name slots */
+                s->charged = malloc(sizeof(*s->charged));
+                if (!s->charged)
+                        return false;
+                s->charged->n = s->bound->n;
+                memcpy(s->charged->r, s->bound->r, s->bound->n * sizeof(s->bound->r[0]));
+                s->used = s->charged;
         }
-        sim_node_used(c, i, &s->used);
-        memo->used.n = s->used.n;
-        memcpy(memo->used.r, s->used.r, s->used.n * sizeof(s->used.r[0]));
-        memo->used_valid = true;
+        sim_resources_charge(s->charged, req, count);
+        return true;
 }
 
 struct sim_node_state *sim_node_states(const struct tsr_cluster *c)
 {
-        /* Not calloc: a state is tens of kilobytes of name slots, and refresh fills what counts. */
-        struct sim_node_state *ns = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*ns));
+        struct sim_node_state *ns = calloc(c->n_nodes + 1, sizeof(*ns));
 
-        for (size_t i = 0; ns && i < c->n_nodes; i++) {
-                ns[i].labels = NULL;
+        for (size_t i = 0; ns && i < c->n_nodes; i++)
                 sim_node_state_refresh(c, &ns[i], i);
-        }
         return ns;
 }
 
@@ -620,8 +664,8 @@ unsigned sim_node_state_fits(const struct sim_node_state *s, const struct pod_re
         int short_k;
 
         for (size_t k = 0; k < req->n; k++)
-                r[k] = (struct tsr_tas_resource){pod_resources_get(&s->alloc, req->r[k].name),
-                                                 pod_resources_get(&s->used, req->r[k].name),
+                r[k] = (struct tsr_tas_resource){pod_resources_get(s->alloc, req->r[k].name),
+                                                 pod_resources_get(s->used, req->r[k].name),
                                                  req->r[k].value};
         fits = tsr_tas_fits(r, req->n, &short_k);
         *short_of = short_k < 0 ? NULL : req->r[short_k].name;
@@ -630,32 +674,11 @@ unsigned sim_node_state_fits(const struct sim_node_state *s, const struct pod_re
 
 void sim_node_states_free(struct sim_node_state *ns, size_t n)
 {
-        for (size_t i = 0; ns && i < n; i++)
+        for (size_t i = 0; ns && i < n; i++) {
                 json_decref(ns[i].labels);
+                free(ns[i].charged);
+        }
         free(ns);
-}
-
-void sim_node_allocatable(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
-{
-        struct sim_ledger_memo *m = memo_of(&c->nodes[i]);
-        struct tsr_node_keys keys;
-
-        if (m->alloc_valid) {
-                out->n = m->alloc.n;
-                memcpy(out->r, m->alloc.r, m->alloc.n * sizeof(m->alloc.r[0]));
-                return;
-        }
-        out->n = 0;
-        pod_resources_add(out, "cpu", c->nodes[i].cpu_milli);
-        pod_resources_add(out, "memory", c->nodes[i].memory_bytes);
-        pod_resources_add(out, "pods", 110);
-        if (tsr_cluster_node_keys(c, i, &keys, NULL) == 0) {
-                for (size_t k = 0; k < keys.n; k++)
-                        pod_resources_add(out, keys.keys[k].name, keys.keys[k].allocatable);
-                m->alloc.n = out->n;
-                memcpy(m->alloc.r, out->r, out->n * sizeof(out->r[0]));
-                m->alloc_valid = true;
-        }
 }
 
 int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name)

@@ -391,8 +391,9 @@ struct sim_node_state *sim_kueue_tas_states(struct tsr_cluster *c)
                                 all = false;
                                 if (!req && !(req = podset_request(ps)))
                                         continue; /* out of memory: not charged */
-                                sim_resources_charge(&ns[ps->assign[a].node].used, req,
-                                                     ps->assign[a].count - bound[at]);
+                                /* out of memory: not charged */
+                                sim_node_state_charge(&ns[ps->assign[a].node], req,
+                                                      ps->assign[a].count - bound[at]);
                         }
                         free(req);
                 }
@@ -513,18 +514,50 @@ struct attempt {
         /* what a failed attempt puts back: the usage of each node it charged, before */
         bool *saved;
         size_t *touched, n_touched;
-        struct pod_resources *before; /* before[t]: node touched[t]'s usage */
+        struct pod_resources **before; /* before[t]: node touched[t]'s charges; NULL: none */
         char why[1024];
 };
 
-/* Keeps node i's usage the first time the attempt charges it. */
-static void attempt_save(struct attempt *a, size_t i)
+/*
+ * Keeps node i's usage the first time the attempt charges it: a copy of its charges, if it has
+ * any. Returns false when out of memory.
+ */
+static bool attempt_save(struct attempt *a, size_t i)
 {
+        const struct pod_resources *charged = a->nodes[i].charged;
+        struct pod_resources *copy = NULL;
+
         if (a->saved[i])
-                return;
+                return true;
+        if (charged) {
+                copy = malloc(sizeof(*copy));
+                if (!copy)
+                        return false;
+                copy->n = charged->n;
+                memcpy(copy->r, charged->r, charged->n * sizeof(charged->r[0]));
+        }
         a->saved[i] = true;
-        a->before[a->n_touched] = a->nodes[i].used;
+        a->before[a->n_touched] = copy;
         a->touched[a->n_touched++] = i;
+        return true;
+}
+
+/* Puts back every node the attempt charged, or (keep) just drops the copies. */
+static void attempt_release(struct attempt *a, bool keep)
+{
+        for (size_t t = 0; t < a->n_touched; t++) {
+                struct sim_node_state *s = &a->nodes[a->touched[t]];
+                struct pod_resources *copy = a->before[t];
+
+                if (!keep && copy) {
+                        s->charged->n = copy->n;
+                        memcpy(s->charged->r, copy->r, copy->n * sizeof(copy->r[0]));
+                } else if (!keep) {
+                        sim_node_state_uncharge(s);
+                }
+                free(copy);
+        }
+        a->n_touched = 0;
 }
 
 /* Tries to place ps on flavor f by TAS; fills ps->assign and charges the nodes on success. */
@@ -595,8 +628,16 @@ static bool tas_place(const struct tsr_cluster *c, struct attempt *a, struct sim
         ps->n_assign = 0;
         for (size_t x = 0; x < n_take; x++) {
                 ps->assign[ps->n_assign++] = (struct sim_assignment){take[x].node, take[x].count};
-                attempt_save(a, take[x].node);
-                sim_resources_charge(&a->nodes[take[x].node].used, req, take[x].count);
+                if (!attempt_save(a, take[x].node) ||
+                    !sim_node_state_charge(&a->nodes[take[x].node], req, take[x].count)) {
+                        /* the charges made stay until the attempt is put back or kept: out of
+                         * memory, usage is overcounted, never under */
+                        snprintf(why, len, "out of memory");
+                        free(ps->assign);
+                        ps->assign = NULL;
+                        ps->n_assign = 0;
+                        goto out;
+                }
         }
         ok = true;
 out:
@@ -624,7 +665,7 @@ static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct si
         a.node_flavor = malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*a.node_flavor));
         a.saved = calloc(c->n_nodes + 1, sizeof(*a.saved));
         a.touched = malloc((c->n_nodes + 1) * sizeof(*a.touched));
-        a.before = malloc((c->n_nodes + 1) * sizeof(*a.before)); /* pages touched as used */
+        a.before = malloc((c->n_nodes + 1) * sizeof(*a.before));
         if (!a.node_flavor || !a.saved || !a.touched || !a.before)
                 goto out;
         tsr_cluster_flavors(c, a.pool, a.flavors, &a.n_flavors, a.node_flavor);
@@ -682,8 +723,7 @@ static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct si
                         w->podsets[k].n_assign = 0;
                         w->podsets[k].flavor = -1;
                 }
-                for (size_t t = 0; t < a.n_touched; t++)
-                        nodes[a.touched[t]].used = a.before[t];
+                attempt_release(&a, false);
                 goto out;
         }
         w->reserved = true;
@@ -695,6 +735,8 @@ static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct si
         w->check = TSR_CHECK_PENDING;
         ok = true;
 out:
+        if (a.before)
+                attempt_release(&a, true);
         free(a.node_flavor);
         free(a.saved);
         free(a.touched);

@@ -281,23 +281,23 @@ static void check_used(const struct tsr_cluster *c, uint64_t seed, unsigned step
 
                 /* allocatable: the node's own figures, then its keys projected now */
                 assert_int_equal(tsr_cluster_node_keys(c, i, &keys, NULL), 0);
-                if (served[i].alloc.n != 3 + keys.n ||
-                    pod_resources_get(&served[i].alloc, "cpu") != c->nodes[i].cpu_milli)
+                if (served[i].alloc->n != 3 + keys.n ||
+                    pod_resources_get(served[i].alloc, "cpu") != c->nodes[i].cpu_milli)
                         fail_msg("seed %llu step %u: node %s: allocatable is stale",
                                  (unsigned long long)seed, step, c->nodes[i].name);
                 for (size_t k = 0; k < keys.n; k++)
-                        if (pod_resources_get(&served[i].alloc, keys.keys[k].name) !=
+                        if (pod_resources_get(served[i].alloc, keys.keys[k].name) !=
                             keys.keys[k].allocatable)
                                 fail_msg("seed %llu step %u: node %s: %s allocatable is stale",
                                          (unsigned long long)seed, step, c->nodes[i].name,
                                          keys.keys[k].name);
                 sim_node_used(c, i, fresh);
-                if (fresh->n != served[i].used.n)
+                if (fresh->n != served[i].used->n)
                         fail_msg("seed %llu step %u: node %s: %zu resources used, %zu served",
                                  (unsigned long long)seed, step, c->nodes[i].name, fresh->n,
-                                 served[i].used.n);
+                                 served[i].used->n);
                 for (size_t r = 0; r < fresh->n; r++)
-                        if (pod_resources_get(&served[i].used, fresh->r[r].name) !=
+                        if (pod_resources_get(served[i].used, fresh->r[r].name) !=
                             fresh->r[r].value)
                                 fail_msg("seed %llu step %u: node %s: %s used is stale",
                                          (unsigned long long)seed, step, c->nodes[i].name,
@@ -351,12 +351,12 @@ static void check_tas(struct tsr_cluster *c, uint64_t seed, unsigned step)
                 }
         }
         for (size_t i = 0; i < c->n_nodes; i++) {
-                if (fresh[i].n != kept[i].used.n)
+                if (fresh[i].n != kept[i].used->n)
                         fail_msg("seed %llu step %u: node %s: TAS counts %zu resources, %zu kept",
                                  (unsigned long long)seed, step, c->nodes[i].name, fresh[i].n,
-                                 kept[i].used.n);
+                                 kept[i].used->n);
                 for (size_t r = 0; r < fresh[i].n; r++)
-                        if (pod_resources_get(&kept[i].used, fresh[i].r[r].name) !=
+                        if (pod_resources_get(kept[i].used, fresh[i].r[r].name) !=
                             fresh[i].r[r].value)
                                 fail_msg("seed %llu step %u: node %s: TAS's %s usage is stale",
                                          (unsigned long long)seed, step, c->nodes[i].name,
