@@ -509,8 +509,9 @@ int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct tsr_chain_p
         size_t n = 0;
         int rc = 0;
 
+        /* not calloc: tsr_cluster_ledger fills each node's accelerators, nothing reads the rest */
         nodes = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*nodes));
-        ledgers = calloc(c->n_nodes ? c->n_nodes : 1, SIM_GPUS_MAX * sizeof(*ledgers));
+        ledgers = malloc((c->n_nodes ? c->n_nodes : 1) * SIM_GPUS_MAX * sizeof(*ledgers));
         if (!nodes || !ledgers) {
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
                 goto out;
