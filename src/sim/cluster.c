@@ -98,6 +98,8 @@ void tsr_cluster_release(struct tsr_cluster *c)
                 json_decref(c->pods[i].obj);
         for (size_t i = 0; i < c->n_workloads; i++)
                 workload_release(&c->workloads[i]);
+        for (size_t i = 0; i < TSR_CHAIN_POOLS_MAX; i++)
+                json_decref(c->instancetypes[i].obj);
         free(c->nodes);
         free(c->chain);
         free(c->pods);
@@ -245,6 +247,7 @@ int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_mi
         }
         c->n_nodes++;
         chain_refresh(c, c->n_nodes); /* chain_admits made the room */
+        c->nodes_gen++;
         c->n_pools = 0; /* the nodes only change here: the pools are derived once per node */
         tsr_chain_pools(c->chain, c->n_nodes, c->pools, TSR_CHAIN_POOLS_MAX, &c->n_pools, NULL);
         if (product)
@@ -283,8 +286,10 @@ int tsr_cluster_pod_allocation(const struct sim_pod *p, struct tsr_container_all
 
 void sim_node_changed(struct tsr_cluster *c, int i)
 {
-        if (i >= 0)
-                c->nodes[i].gen++;
+        if (i < 0)
+                return;
+        c->nodes[i].gen++;
+        c->nodes_gen++;
 }
 
 /* Answers from the memo when it is of the node's generation: true with ledger and diag set. */

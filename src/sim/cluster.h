@@ -168,6 +168,14 @@ struct tsr_cluster {
          * member, a Pod deleted, a Pod ending (Succeeded or Failed); sim_kueue_sync counts the
          * members again only when it moved since membership_seen */
         unsigned long membership_gen, membership_seen;
+        /* bumped by every node's change (sim_node_changed) and by every node added: what an
+         * InstanceType's views and CPU view are computed from */
+        unsigned long nodes_gen;
+        /* webhooks.c's memo of each pool's InstanceType object (pools[i]) as of nodes_gen */
+        struct sim_instancetype_memo {
+                json_t *obj;
+                unsigned long gen;
+        } instancetypes[TSR_CHAIN_POOLS_MAX];
         int64_t now;       /* virtual seconds since the run started */
         int64_t next_pass; /* next periodic reclaim pass */
         unsigned uid_seq;

@@ -43,12 +43,34 @@ static const struct tsr_chain_pool *find_pool(const struct tsr_cluster *c,
         return NULL;
 }
 
+/*
+ * Pool p's InstanceType (p points into pools, tsr_cluster_pools' copy), built once per
+ * c->nodes_gen: a Pod's admission reads it up to three times (gate 1's mutate and validate, the
+ * Workload webhook) with nothing moved between. The handlers only read what a lookup returns
+ * (the daemons' cache hands out objects it never modifies in place either). A new reference, or
+ * NULL.
+ */
+static json_t *instancetype_of(struct tsr_cluster *c, const struct tsr_chain_pool *pools,
+                               const struct tsr_chain_pool *p)
+{
+        struct sim_instancetype_memo *m;
+
+        if (!p)
+                return NULL;
+        m = &c->instancetypes[p - pools];
+        if (!m->obj || m->gen != c->nodes_gen) {
+                json_decref(m->obj);
+                m->obj = sim_instancetype_json(c, p);
+                m->gen = c->nodes_gen;
+        }
+        return json_incref(m->obj);
+}
+
 static json_t *lookup_instancetype(void *ctx, const char *name)
 {
         struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
-        const struct tsr_chain_pool *p = find_pool(ctx, pools, name, NULL);
 
-        return p ? sim_instancetype_json(ctx, p) : NULL;
+        return instancetype_of(ctx, pools, find_pool(ctx, pools, name, NULL));
 }
 
 static json_t *lookup_by_entrance(void *ctx, const char *lq, size_t *matches)
@@ -58,7 +80,7 @@ static json_t *lookup_by_entrance(void *ctx, const char *lq, size_t *matches)
 
         if (matches)
                 *matches = p != NULL;
-        return p ? sim_instancetype_json(ctx, p) : NULL;
+        return instancetype_of(ctx, pools, p);
 }
 
 /* The entrance LocalQueue exists in every namespace and points at its pool's ClusterQueue. */

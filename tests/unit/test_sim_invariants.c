@@ -15,6 +15,7 @@
  *     computed now, its allocatable has the keys projected now, and each bound Pod's held
  *     state (tsr_cluster_held) equals the one read now: no change missed;
  *   - every Workload has a member Pod, and one whose Pods all ended is finished;
+ *   - the InstanceType the webhooks' memo serves is the one built now;
  *   - TAS's usage as kept (its memo of Workloads whose Pods are all bound) is the one counted
  *     now from the Pods and the assignments;
  *   - every Workload the check judges holds the verdict a snapshot made afresh for it alone
@@ -38,6 +39,7 @@
 #include "core/catalog.h"
 #include "sim/actors.h"
 #include "sim/cluster.h"
+#include "sim/render.h"
 #include "sim/resources.h"
 
 #include <stdio.h>
@@ -508,6 +510,30 @@ static unsigned check_verdicts(const struct tsr_cluster *c, uint64_t seed, unsig
         return compared;
 }
 
+/*
+ * Each InstanceType the webhooks' memo serves as current equals the one built now: no change
+ * of a node missed, and no handler wrote into what its lookup returned.
+ */
+static void check_instancetypes(const struct tsr_cluster *c, uint64_t seed, unsigned step)
+{
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        size_t np;
+
+        tsr_cluster_pools(c, pools, &np);
+        for (size_t i = 0; i < np; i++) {
+                const struct sim_instancetype_memo *m = &c->instancetypes[i];
+                json_t *now;
+
+                if (!m->obj || m->gen != c->nodes_gen)
+                        continue;
+                now = sim_instancetype_json(c, &pools[i]);
+                if (!json_equal(now, m->obj))
+                        fail_msg("seed %llu step %u: InstanceType %s served is stale",
+                                 (unsigned long long)seed, step, pools[i].name);
+                json_decref(now);
+        }
+}
+
 /* Every Workload has a member, and one whose members all ended is finished. */
 static void check_membership(const struct tsr_cluster *c, uint64_t seed, unsigned step)
 {
@@ -539,6 +565,7 @@ static void check_step(const struct tsr_cluster *c, uint64_t seed, unsigned step
                 check_ledger(c, i, seed, step);
         check_used(c, seed, step);
         check_membership(c, seed, step);
+        check_instancetypes(c, seed, step);
         if (tsr_cluster_check(c, &diag))
                 fail_msg("seed %llu step %u: %s", (unsigned long long)seed, step, diag.msg);
         for (size_t k = 0; k < c->n_pods; k++) {
