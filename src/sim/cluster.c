@@ -248,6 +248,7 @@ int tsr_cluster_add_node(struct tsr_cluster *c, const char *name, int64_t cpu_mi
         c->n_nodes++;
         chain_refresh(c, c->n_nodes); /* chain_admits made the room */
         c->nodes_gen++;
+        c->quota_valid = false; /* a new flavor may come before the ones reserved in */
         c->n_pools = 0; /* the nodes only change here: the pools are derived once per node */
         tsr_chain_pools(c->chain, c->n_nodes, c->pools, TSR_CHAIN_POOLS_MAX, &c->n_pools, NULL);
         if (product)

@@ -171,6 +171,15 @@ struct tsr_cluster {
         /* bumped by every node's change (sim_node_changed) and by every node added: what an
          * InstanceType's views and CPU view are computed from */
         unsigned long nodes_gen;
+        /* kueue.c's running sums of the quota reserved per ClusterQueue and flavor index: a
+         * reservation adds its PodSets', an eviction, a finish or a removal takes them back;
+         * recounted from the Workloads when !quota_valid (a node added may move flavor indexes) */
+        struct sim_quota_sum {
+                char cluster_queue[SIM_NAME_MAX];
+                int64_t used[TSR_CHAIN_FLAVORS_MAX];
+        } quota[TSR_CHAIN_POOLS_MAX];
+        size_t n_quota;
+        bool quota_valid;
         /* webhooks.c's memo of each pool's InstanceType object (pools[i]) as of nodes_gen */
         struct sim_instancetype_memo {
                 json_t *obj;

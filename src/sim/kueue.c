@@ -247,6 +247,13 @@ static bool join_group(struct tsr_cluster *c, struct sim_workload *w, size_t k)
         return true;
 }
 
+static bool holds_quota(const struct sim_workload *w)
+{
+        return w->reserved && !w->finished;
+}
+
+static void quota_take(struct tsr_cluster *c, const struct sim_workload *w, int sign);
+
 bool sim_kueue_sync(struct tsr_cluster *c)
 {
         unsigned *members;
@@ -293,9 +300,13 @@ bool sim_kueue_sync(struct tsr_cluster *c)
                 unsigned done = members[3 * i + 1], failed = members[3 * i + 2];
 
                 if (members[3 * i] == 0) {
+                        if (holds_quota(w))
+                                quota_take(c, w, -1);
                         sim_workload_remove(c, i);
                         moved = true;
                 } else if (!w->finished && done == members[3 * i]) {
+                        if (holds_quota(w))
+                                quota_take(c, w, -1);
                         w->finished = true;
                         w->failed = failed > 0;
                         w->finished_at = c->now;
@@ -323,11 +334,6 @@ static struct pod_resources *podset_request(const struct sim_podset *ps)
         pod_spec_resources(&spec->req, r);
         free(spec);
         return r;
-}
-
-static bool holds_quota(const struct sim_workload *w)
-{
-        return w->reserved && !w->finished;
 }
 
 /*
@@ -445,8 +451,8 @@ static int64_t mul_sat(int64_t a, unsigned b)
         return b && a > INT64_MAX / b ? INT64_MAX : a * b;
 }
 
-/* Quota of flavor f of pool used by the Workloads that hold a reservation in it. */
-static int64_t quota_used(const struct tsr_cluster *c, const struct tsr_chain_pool *pool, int f)
+/* Quota of flavor f of pool used by the Workloads that hold a reservation in it, counted now. */
+static int64_t quota_counted(const struct tsr_cluster *c, const struct tsr_chain_pool *pool, int f)
 {
         int64_t used = 0;
 
@@ -461,6 +467,78 @@ static int64_t quota_used(const struct tsr_cluster *c, const struct tsr_chain_po
                                                 w->podsets[s].count);
         }
         return used;
+}
+
+/* The running sums of ClusterQueue cq (added when new), or NULL past TSR_CHAIN_POOLS_MAX. */
+static struct sim_quota_sum *quota_sum(struct tsr_cluster *c, const char *cq)
+{
+        struct sim_quota_sum *q;
+
+        for (size_t i = 0; i < c->n_quota; i++)
+                if (!strcmp(c->quota[i].cluster_queue, cq))
+                        return &c->quota[i];
+        if (c->n_quota == TSR_CHAIN_POOLS_MAX)
+                return NULL;
+        q = &c->quota[c->n_quota++];
+        memset(q, 0, sizeof(*q));
+        snprintf(q->cluster_queue, sizeof(q->cluster_queue), "%s", cq);
+        return q;
+}
+
+/* Recounts every ClusterQueue's sums from the Workloads (quota_counted's, per pool). */
+static void quota_recount(struct tsr_cluster *c)
+{
+        struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
+        size_t np;
+
+        tsr_cluster_pools(c, pools, &np);
+        c->n_quota = 0;
+        c->quota_valid = true;
+        for (size_t p = 0; p < np; p++) {
+                struct sim_quota_sum *q = quota_sum(c, pools[p].name);
+
+                if (!q) {
+                        c->quota_valid = false;
+                        return;
+                }
+                for (int f = 0; f < TSR_CHAIN_FLAVORS_MAX; f++)
+                        q->used[f] = quota_counted(c, &pools[p], f);
+        }
+}
+
+/*
+ * Adds (sign 1) or takes back (-1) w's reserved quota in the running sums: each PodSet's cost
+ * per Pod as try_reserve remembered it in its pool (what quota_counted reads) times its count.
+ * Called while w holds its quota. A ClusterQueue the sums cannot hold drops them (recounted).
+ */
+static void quota_take(struct tsr_cluster *c, const struct sim_workload *w, int sign)
+{
+        struct sim_quota_sum *q;
+
+        if (!c->quota_valid)
+                return;
+        q = quota_sum(c, w->cluster_queue);
+        if (!q) {
+                c->quota_valid = false;
+                return;
+        }
+        for (size_t s = 0; s < w->n_podsets; s++) {
+                const struct sim_podset *ps = &w->podsets[s];
+
+                if (ps->flavor >= 0 && ps->flavor < TSR_CHAIN_FLAVORS_MAX)
+                        q->used[ps->flavor] += sign * mul_sat(ps->quota, ps->count);
+        }
+}
+
+/* Quota of flavor f of pool used by the Workloads that hold a reservation in it (kept). */
+static int64_t quota_used(struct tsr_cluster *c, const struct tsr_chain_pool *pool, int f)
+{
+        const struct sim_quota_sum *q;
+
+        if (!c->quota_valid)
+                quota_recount(c);
+        q = c->quota_valid ? quota_sum(c, pool->name) : NULL;
+        return q && f >= 0 && f < TSR_CHAIN_FLAVORS_MAX ? q->used[f] : quota_counted(c, pool, f);
 }
 
 static void quota_name(const struct tsr_chain_pool *pool, char *out, size_t len)
@@ -491,8 +569,18 @@ int sim_kueue_check(const struct tsr_cluster *c, struct tsr_diag *diag)
 
                 tsr_cluster_flavors(c, &pools[p], flavors, &nf, NULL);
                 for (size_t f = 0; f < nf; f++) {
-                        int64_t used = quota_used(c, &pools[p], (int)f);
+                        int64_t used = quota_counted(c, &pools[p], (int)f);
+                        const struct sim_quota_sum *q = NULL;
 
+                        for (size_t i = 0; c->quota_valid && i < c->n_quota; i++)
+                                if (!strcmp(c->quota[i].cluster_queue, pools[p].name))
+                                        q = &c->quota[i];
+                        if (q && q->used[f] != used)
+                                return tsr_diag_set(diag, TSR_ESTALE,
+                                                    "flavor %s: %lld of quota kept reserved, "
+                                                    "%lld counted",
+                                                    flavors[f].name, (long long)q->used[f],
+                                                    (long long)used);
                         if (used > flavors[f].nominal)
                                 return tsr_diag_set(diag, TSR_ESTALE,
                                                     "flavor %s: %lld of %lld quota reserved",
@@ -729,6 +817,7 @@ static bool try_reserve(struct tsr_cluster *c, struct sim_workload *w, struct si
         w->reserved = true;
         w->reserved_at = c->now;
         snprintf(w->cluster_queue, sizeof(w->cluster_queue), "%s", a.pool->name);
+        quota_take(c, w, 1);
         w->pending[0] = '\0';
         w->evicted = false; /* re-reserving quota clears the eviction */
         w->has_check = a.pool->product != NULL;
@@ -822,6 +911,7 @@ static void evict(struct tsr_cluster *c, struct sim_workload *w)
         snprintf(w->evicted_msg, sizeof(w->evicted_msg),
                  "Evicted due to AdmissionCheck in Retry state: \"%s\" (%s)",
                  TSR_KUEUE_NODE_DEVICES, w->check_msg);
+        quota_take(c, w, -1);
         w->evicted = true;
         w->evicted_at = c->now;
         w->reserved = false;
