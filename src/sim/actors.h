@@ -150,6 +150,22 @@ void sim_node_changed(struct tsr_cluster *c, int i);
 /* Appends a zeroed Workload (uid and creation time set) and returns it, or NULL (no memory). */
 struct sim_workload *sim_workload_add(struct tsr_cluster *c);
 
+/*
+ * Whether w is at rest: finished, or admitted with every Pod TAS assigned it bound (bound_all)
+ * and, when it waits on the check, held (settled). No actor has anything to do with such a
+ * Workload until one of its Pods is deleted (sim_workload_changed).
+ */
+bool sim_workload_at_rest(const struct sim_workload *w);
+
+/*
+ * The index the actors' walks over the Workloads start at: the watermark
+ * c->workloads_at_rest, first moved past the Workloads now at rest.
+ */
+size_t sim_workloads_from(struct tsr_cluster *c);
+
+/* Workload k may no longer be at rest (one of its Pods was deleted): the walks include it again. */
+void sim_workload_changed(struct tsr_cluster *c, size_t k);
+
 /* Removes Workload k (later indices shift down, the Pods' workload_at with them). */
 void sim_workload_remove(struct tsr_cluster *c, size_t k);
 

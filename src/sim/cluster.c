@@ -844,6 +844,7 @@ int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *na
         if (c->pods[k].workload[0] && c->pods[k].workload_at >= 0) {
                 c->workloads[c->pods[k].workload_at].settled = false;
                 c->workloads[c->pods[k].workload_at].bound_all = false;
+                sim_workload_changed(c, (size_t)c->pods[k].workload_at);
         }
         sim_node_changed(c, node);
         json_decref(c->pods[k].obj);
@@ -880,8 +881,29 @@ struct sim_workload *sim_workload_add(struct tsr_cluster *c)
         return w;
 }
 
+bool sim_workload_at_rest(const struct sim_workload *w)
+{
+        return w->finished || (w->reserved && w->admitted && !w->evicted && w->bound_all &&
+                               (w->settled || !w->has_check));
+}
+
+size_t sim_workloads_from(struct tsr_cluster *c)
+{
+        while (c->workloads_at_rest < c->n_workloads &&
+               sim_workload_at_rest(&c->workloads[c->workloads_at_rest]))
+                c->workloads_at_rest++;
+        return c->workloads_at_rest;
+}
+
+void sim_workload_changed(struct tsr_cluster *c, size_t k)
+{
+        if (k < c->workloads_at_rest)
+                c->workloads_at_rest = k;
+}
+
 void sim_workload_remove(struct tsr_cluster *c, size_t k)
 {
+        sim_workload_changed(c, k); /* the ones above move down into k */
         workload_release(&c->workloads[k]);
         memmove(&c->workloads[k], &c->workloads[k + 1],
                 (c->n_workloads - k - 1) * sizeof(c->workloads[0]));

@@ -164,6 +164,10 @@ struct tsr_cluster {
         struct sim_pod *pods;
         size_t n_workloads, cap_workloads;
         struct sim_workload *workloads;
+        /* every Workload below this index is at rest (sim_workload_at_rest): the actors' walks
+         * start here (sim_workloads_from); lowered by sim_workload_changed, which
+         * sim_workload_remove calls too */
+        size_t workloads_at_rest;
         /* bumped by every change that can finish or empty a Workload: a Pod named a Workload's
          * member, a Pod deleted, a Pod ending (Succeeded or Failed); sim_kueue_sync counts the
          * members again only when it moved since membership_seen */

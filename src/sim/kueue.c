@@ -349,11 +349,11 @@ struct sim_node_state *sim_kueue_tas_states(struct tsr_cluster *c)
         struct sim_node_state *ns = sim_node_states(c);
         size_t *first = malloc((c->n_workloads + 1) * sizeof(*first));
         unsigned *bound = NULL;
-        size_t n_assign = 0;
+        size_t n_assign = 0, from = sim_workloads_from(c); /* at rest below: bound_all or done */
 
         if (!ns || !first)
                 goto fail;
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = from; k < c->n_workloads; k++) {
                 const struct sim_workload *w = &c->workloads[k];
 
                 first[k] = n_assign;
@@ -369,7 +369,7 @@ struct sim_node_state *sim_kueue_tas_states(struct tsr_cluster *c)
                 const struct sim_workload *w = i < 0 ? NULL : &c->workloads[i];
                 size_t at;
 
-                if (!w || !holds_quota(w) || w->bound_all)
+                if (!w || (size_t)i < from || !holds_quota(w) || w->bound_all)
                         continue;
                 at = first[i];
                 for (size_t s = 0; s < w->n_podsets; s++) {
@@ -380,7 +380,7 @@ struct sim_node_state *sim_kueue_tas_states(struct tsr_cluster *c)
                                              !strcmp(p->podset, ps->name);
                 }
         }
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = from; k < c->n_workloads; k++) {
                 struct sim_workload *w = &c->workloads[k];
                 size_t at = first[k];
                 bool all = true;
@@ -838,7 +838,7 @@ bool sim_kueue_schedule(struct tsr_cluster *c)
         struct sim_node_state *nodes = NULL;
         bool moved = false;
 
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = sim_workloads_from(c); k < c->n_workloads; k++) {
                 struct sim_workload *w = &c->workloads[k];
 
                 if (w->reserved || w->finished || w->requeue_at > c->now)
@@ -935,7 +935,7 @@ bool sim_kueue_admit(struct tsr_cluster *c)
 {
         bool moved = false;
 
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = sim_workloads_from(c); k < c->n_workloads; k++) {
                 struct sim_workload *w = &c->workloads[k];
 
                 if (!holds_quota(w) || w->admitted)

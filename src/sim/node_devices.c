@@ -156,11 +156,11 @@ static void mark_settled(struct tsr_cluster *c, const struct view *v)
 {
         size_t *first = malloc((c->n_workloads + 1) * sizeof(*first));
         unsigned *missing = NULL; /* per assignment, in Workload, PodSet, assignment order */
-        size_t n_assign = 0;
+        size_t n_assign = 0, from = sim_workloads_from(c); /* at rest below: settled or done */
 
         if (!first)
                 return;
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = from; k < c->n_workloads; k++) {
                 const struct sim_workload *w = &c->workloads[k];
 
                 first[k] = n_assign;
@@ -172,7 +172,7 @@ static void mark_settled(struct tsr_cluster *c, const struct view *v)
                 free(first);
                 return;
         }
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = from; k < c->n_workloads; k++) {
                 const struct sim_workload *w = &c->workloads[k];
                 size_t at = first[k];
 
@@ -181,14 +181,15 @@ static void mark_settled(struct tsr_cluster *c, const struct view *v)
                                 missing[at++] = w->podsets[s].assign[a].count;
         }
         for (size_t i = 0; i < c->n_nodes; i++) {
-                size_t from = i ? v->end[i - 1] : 0;
+                size_t start = i ? v->end[i - 1] : 0;
 
-                for (size_t x = 0; v->held[i] && from + x < v->end[i]; x++) {
-                        const struct sim_pod *p = &c->pods[v->pod_at[from + x]];
+                for (size_t x = 0; v->held[i] && start + x < v->end[i]; x++) {
+                        const struct sim_pod *p = &c->pods[v->pod_at[start + x]];
                         const struct sim_workload *w;
                         size_t at;
 
-                        if (!v->held[i][x] || !p->workload[0] || p->workload_at < 0)
+                        if (!v->held[i][x] || !p->workload[0] || p->workload_at < 0 ||
+                            (size_t)p->workload_at < from)
                                 continue;
                         w = &c->workloads[p->workload_at];
                         if (!may_settle(w) || w->settled)
@@ -207,7 +208,7 @@ static void mark_settled(struct tsr_cluster *c, const struct view *v)
                         }
                 }
         }
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = from; k < c->n_workloads; k++) {
                 struct sim_workload *w = &c->workloads[k];
                 size_t end = k + 1 < c->n_workloads ? first[k + 1] : n_assign;
                 bool settled = may_settle(w);
@@ -223,16 +224,16 @@ static void mark_settled(struct tsr_cluster *c, const struct view *v)
 }
 
 /*
- * Lists the Workloads of w's ClusterQueue (w among them) that are not settled, their flavor
+ * Lists the Workloads of w's ClusterQueue (w among them) that are not settled (nor at rest:
+ * sim_workloads_from), their flavor
  * indexes read as the pool's flavor names, and where each cluster Workload sits in the list.
  * Returns false when out of memory.
  */
-static bool view_workloads(const struct tsr_cluster *c, const struct sim_workload *w,
-                           struct view *v)
+static bool view_workloads(struct tsr_cluster *c, const struct sim_workload *w, struct view *v)
 {
-        size_t n = 0, n_domains = 0, used = 0;
+        size_t n = 0, n_domains = 0, used = 0, from = sim_workloads_from(c);
 
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = from; k < c->n_workloads; k++) {
                 const struct sim_workload *o = &c->workloads[k];
 
                 if ((o->settled && may_settle(o)) || strcmp(o->cluster_queue, w->cluster_queue))
@@ -247,7 +248,9 @@ static bool view_workloads(const struct tsr_cluster *c, const struct sim_workloa
         v->index = malloc((c->n_workloads + 1) * sizeof(*v->index));
         if (!v->workloads || !v->podsets || !v->domains || !v->index)
                 return false;
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = 0; k < from; k++)
+                v->index[k] = SIZE_MAX; /* at rest: settled or finished, never listed */
+        for (size_t k = from; k < c->n_workloads; k++) {
                 const struct sim_workload *o = &c->workloads[k];
                 struct tsr_snapshot_workload *sw = &v->workloads[v->n_workloads];
                 struct tsr_snapshot_podset *sp = &v->podsets[v->n_workloads * SIM_PODSETS_MAX];
@@ -375,7 +378,7 @@ bool sim_node_devices_check(struct tsr_cluster *c)
 
         if (!done)
                 return false;
-        for (size_t k = 0; k < c->n_workloads; k++) {
+        for (size_t k = sim_workloads_from(c); k < c->n_workloads; k++) {
                 struct tsr_snapshot_workload state;
 
                 if (done[k])

@@ -16,6 +16,7 @@
  *     state (tsr_cluster_held) equals the one read now: no change missed;
  *   - every Workload has a member Pod, and one whose Pods all ended is finished;
  *   - the InstanceType the webhooks' memo serves is the one built now;
+ *   - every Workload below the actors' watermark is at rest (sim_workload_at_rest);
  *   - TAS's usage as kept (its memo of Workloads whose Pods are all bound) is the one counted
  *     now from the Pods and the assignments;
  *   - every Workload the check judges holds the verdict a snapshot made afresh for it alone
@@ -534,6 +535,20 @@ static void check_instancetypes(const struct tsr_cluster *c, uint64_t seed, unsi
         }
 }
 
+/* Every Workload below the actors' watermark is at rest. */
+static void check_at_rest(const struct tsr_cluster *c, uint64_t seed, unsigned step)
+{
+        for (size_t k = 0; k < c->workloads_at_rest && k < c->n_workloads; k++)
+                if (!sim_workload_at_rest(&c->workloads[k]))
+                        fail_msg("seed %llu step %u: Workload %s is below the watermark (%zu) but "
+                                 "not at rest",
+                                 (unsigned long long)seed, step, c->workloads[k].name,
+                                 c->workloads_at_rest);
+        if (c->workloads_at_rest > c->n_workloads)
+                fail_msg("seed %llu step %u: watermark %zu past %zu Workloads",
+                         (unsigned long long)seed, step, c->workloads_at_rest, c->n_workloads);
+}
+
 /* Every Workload has a member, and one whose members all ended is finished. */
 static void check_membership(const struct tsr_cluster *c, uint64_t seed, unsigned step)
 {
@@ -565,6 +580,7 @@ static void check_step(const struct tsr_cluster *c, uint64_t seed, unsigned step
                 check_ledger(c, i, seed, step);
         check_used(c, seed, step);
         check_membership(c, seed, step);
+        check_at_rest(c, seed, step);
         check_instancetypes(c, seed, step);
         if (tsr_cluster_check(c, &diag))
                 fail_msg("seed %llu step %u: %s", (unsigned long long)seed, step, diag.msg);
@@ -619,6 +635,7 @@ static unsigned rejudge_one(struct tsr_cluster *c, uint64_t seed, unsigned step)
         if (!w)
                 return 0;
         saved = *w;
+        sim_workload_changed(c, (size_t)(w - c->workloads));
         w->admitted = false;
         w->check = TSR_CHECK_PENDING;
         w->check_msg[0] = '\0';
@@ -654,6 +671,8 @@ static void run(uint64_t seed, unsigned steps, unsigned *admitted, unsigned *rej
                         tsr_cluster_advance(&c, rnd(90));
                 }
                 check_step(&c, seed, step);
+                /* the watermark as high as it goes, so a removal below it must move it */
+                (void)sim_workloads_from(&c);
                 check_tas(&c, seed, step);
                 *rejudged += rejudge_one(&c, seed, step);
                 mark_bound(&c, seen, steps);
