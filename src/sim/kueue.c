@@ -469,19 +469,23 @@ static int64_t quota_counted(const struct tsr_cluster *c, const struct tsr_chain
         return used;
 }
 
-/* The running sums of ClusterQueue cq (added when new), or NULL past TSR_CHAIN_POOLS_MAX. */
+/*
+ * The running sums of ClusterQueue cq (added when new), or NULL past TSR_CHAIN_POOLS_MAX or for a
+ * name longer than the sums hold (then the callers count instead).
+ */
 static struct sim_quota_sum *quota_sum(struct tsr_cluster *c, const char *cq)
 {
+        size_t len = strlen(cq);
         struct sim_quota_sum *q;
 
         for (size_t i = 0; i < c->n_quota; i++)
                 if (!strcmp(c->quota[i].cluster_queue, cq))
                         return &c->quota[i];
-        if (c->n_quota == TSR_CHAIN_POOLS_MAX)
+        if (c->n_quota == TSR_CHAIN_POOLS_MAX || len >= sizeof(q->cluster_queue))
                 return NULL;
         q = &c->quota[c->n_quota++];
         memset(q, 0, sizeof(*q));
-        snprintf(q->cluster_queue, sizeof(q->cluster_queue), "%s", cq);
+        memcpy(q->cluster_queue, cq, len + 1);
         return q;
 }
 
