@@ -100,8 +100,8 @@ struct sim_node_state {
 struct sim_node_state *sim_node_states(const struct tsr_cluster *c);
 
 /*
- * The requests of the unfinished Pods bound to node i, computed afresh from the Pods (what a
- * state's used holds; the states keep it per node generation).
+ * The requests of the unfinished Pods bound to node i (its list of bound Pods), computed afresh
+ * (what a state's bound holds; the node memo keeps it per generation).
  */
 void sim_node_used(const struct tsr_cluster *c, size_t i, struct pod_resources *out);
 
@@ -130,8 +130,11 @@ unsigned sim_node_state_fits(const struct sim_node_state *s, const struct pod_re
 /* Adds count Pods of request req to usage u (saturating). */
 void sim_resources_charge(struct pod_resources *u, const struct pod_resources *req, unsigned count);
 
-/* Sum of the effective requests of name by the unfinished Pods bound to node i (cpu in milli). */
-int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name);
+/*
+ * Binds Pod k to node i (spec.nodeName, the node's list of bound Pods, its generation). Returns
+ * 0, or TSR_ENOMEM with nothing changed.
+ */
+int sim_pod_bind(struct tsr_cluster *c, size_t k, size_t i);
 
 /* Pod p's label key, or NULL. */
 const char *sim_pod_label(const struct sim_pod *p, const char *key);

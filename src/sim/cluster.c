@@ -90,6 +90,7 @@ void tsr_cluster_release(struct tsr_cluster *c)
 {
         for (size_t i = 0; i < c->n_nodes; i++) {
                 memo_free(c->nodes[i].memo);
+                free(c->nodes[i].bound);
                 tsr_mig_reclaimer_free(c->nodes[i].reclaimer);
                 tsr_mig_store_free(c->nodes[i].markers);
                 tsr_fake_gpus_free(c->nodes[i].gpus);
@@ -334,16 +335,14 @@ const bool *tsr_cluster_held(const struct tsr_cluster *c, size_t i, size_t *n)
                 return m->held;
         }
         mf = tsr_catalog_manufacturer(node->product->manufacturer);
-        for (size_t k = 0; k < c->n_pods; k++)
-                count += c->pods[k].node == (int)i;
+        count = node->n_bound;
         held = realloc(m->held, (count + 1) * sizeof(*held));
         if (!held)
                 return NULL;
         m->held = held;
         m->n_held = 0;
-        for (size_t k = 0; k < c->n_pods; k++)
-                if (c->pods[k].node == (int)i)
-                        held[m->n_held++] = tsr_admit_snapshot_held(c->pods[k].obj, mf);
+        for (size_t x = 0; x < count; x++)
+                held[m->n_held++] = tsr_admit_snapshot_held(c->pods[node->bound[x]].obj, mf);
         m->held_valid = true;
         *n = m->n_held;
         return held;
@@ -365,13 +364,12 @@ int tsr_cluster_ledger(const struct tsr_cluster *c, size_t i, struct tsr_accel_l
 
         if (memo_answer(n, ledger, &rc, diag))
                 return rc;
-        pods = malloc((c->n_pods ? c->n_pods : 1) * sizeof(*pods));
+        pods = malloc((n->n_bound + 1) * sizeof(*pods));
         if (!pods)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         node.pods = pods;
-        for (size_t k = 0; k < c->n_pods; k++)
-                if (c->pods[k].node == (int)i)
-                        pods[node.n_pods++] = c->pods[k].obj;
+        for (size_t x = 0; x < n->n_bound; x++)
+                pods[node.n_pods++] = c->pods[n->bound[x]].obj;
         tsr_diag_clear(&why);
         rc = tsr_admit_snapshot_ledger(&node, ledger, &why);
         free(pods);
@@ -542,6 +540,8 @@ out:
         return rc;
 }
 
+static const struct pod_resources *memo_used(const struct tsr_cluster *c, size_t i);
+
 void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct tsr_chain_pool *p,
                           struct tsr_view *out)
 {
@@ -553,7 +553,9 @@ void tsr_cluster_pool_cpu(const struct tsr_cluster *c, const struct tsr_chain_po
 
                 if (!tsr_chain_node_in_pool(&c->chain[i], p))
                         continue;
-                free_cores = (c->nodes[i].cpu_milli - sim_node_requested(c, i, "cpu")) / 1000;
+                int64_t requested = pod_resources_get(memo_used(c, i), "cpu");
+
+                free_cores = (c->nodes[i].cpu_milli - (requested > 0 ? requested : 0)) / 1000;
                 out->capacity += c->nodes[i].cpu_milli / 1000;
                 out->remaining += free_cores;
                 if (free_cores > out->once_max)
@@ -574,14 +576,15 @@ void sim_resources_charge(struct pod_resources *u, const struct pod_resources *r
 
 void sim_node_used(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
 {
+        const struct sim_node *n = &c->nodes[i];
+
         out->n = 0;
-        for (size_t k = 0; k < c->n_pods; k++) {
-                const struct sim_pod *p = &c->pods[k];
+        for (size_t x = 0; x < n->n_bound; x++) {
+                const struct sim_pod *p = &c->pods[n->bound[x]];
                 struct tsr_pod_spec *spec;
                 struct pod_resources r;
 
-                if (p->node != (int)i || tsr_cluster_pod_finished(p) ||
-                    tsr_pod_spec_new(p->obj, &spec, NULL))
+                if (tsr_cluster_pod_finished(p) || tsr_pod_spec_new(p->obj, &spec, NULL))
                         continue;
                 pod_spec_resources(&spec->req, &r);
                 sim_resources_charge(out, &r, 1);
@@ -686,26 +689,6 @@ void sim_node_states_free(struct sim_node_state *ns, size_t n)
                 free(ns[i].charged);
         }
         free(ns);
-}
-
-int64_t sim_node_requested(const struct tsr_cluster *c, size_t i, const char *name)
-{
-        int64_t used = 0;
-
-        for (size_t k = 0; k < c->n_pods; k++) {
-                const struct sim_pod *p = &c->pods[k];
-                struct tsr_pod_spec *ps;
-
-                if (p->node != (int)i || tsr_cluster_pod_finished(p))
-                        continue;
-                if (tsr_pod_spec_new(p->obj, &ps, NULL) == 0) {
-                        int64_t v = tsr_pod_request(&ps->req, name, !strcmp(name, "cpu"));
-
-                        used = v > INT64_MAX - used ? INT64_MAX : used + v;
-                        free(ps);
-                }
-        }
-        return used;
 }
 
 const char *sim_pod_label(const struct sim_pod *p, const char *key)
@@ -832,6 +815,48 @@ int tsr_cluster_apply_pod(struct tsr_cluster *c, json_t *pod, struct tsr_buf *ou
         return rc;
 }
 
+/* Drops deleted Pod k from node's list of bound Pods (node < 0: none) and shifts every list. */
+static void unbind(struct tsr_cluster *c, size_t k, int node)
+{
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                struct sim_node *n = &c->nodes[i];
+                size_t kept = 0;
+
+                for (size_t x = 0; x < n->n_bound; x++) {
+                        if (n->bound[x] == k && (int)i == node)
+                                continue;
+                        n->bound[kept++] = n->bound[x] > k ? n->bound[x] - 1 : n->bound[x];
+                }
+                n->n_bound = kept;
+        }
+}
+
+int sim_pod_bind(struct tsr_cluster *c, size_t k, size_t i)
+{
+        struct sim_node *n = &c->nodes[i];
+        size_t at = n->n_bound;
+
+        if (n->n_bound == n->cap_bound) {
+                size_t cap = n->cap_bound ? 2 * n->cap_bound : 16;
+                size_t *grown = realloc(n->bound, cap * sizeof(*grown));
+
+                if (!grown)
+                        return TSR_ENOMEM;
+                n->bound = grown;
+                n->cap_bound = cap;
+        }
+        while (at > 0 && n->bound[at - 1] > k) /* ascending: an older Pod may bind later */
+                at--;
+        memmove(&n->bound[at + 1], &n->bound[at], (n->n_bound - at) * sizeof(*n->bound));
+        n->bound[at] = k;
+        n->n_bound++;
+        c->pods[k].node = (int)i;
+        json_object_set_new(json_object_get(c->pods[k].obj, "spec"), "nodeName",
+                            json_string(n->name));
+        sim_node_changed(c, (int)i);
+        return 0;
+}
+
 int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *name)
 {
         int k = tsr_cluster_pod(c, ns, name);
@@ -850,6 +875,7 @@ int tsr_cluster_delete_pod(struct tsr_cluster *c, const char *ns, const char *na
         json_decref(c->pods[k].obj);
         memmove(&c->pods[k], &c->pods[k + 1], (c->n_pods - (size_t)k - 1) * sizeof(c->pods[0]));
         c->n_pods--;
+        unbind(c, (size_t)k, node);
         if (node >= 0 && c->nodes[node].product)
                 sim_kubelet_reclaim_pass(c, (size_t)node);
         tsr_cluster_reconcile(c);

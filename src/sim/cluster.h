@@ -69,6 +69,9 @@ struct sim_node {
         struct tsr_mig_reclaimer *reclaimer;     /* the reclaim loop's debounce state */
         unsigned long gen;            /* bumped by sim_node_changed: its Pods or detection moved */
         struct sim_ledger_memo *memo; /* its ledger as of a gen (cluster.c) */
+        /* the Pods bound here, as indices into the cluster's pods in ascending order: added by
+         * sim_pod_bind, removed and shifted by tsr_cluster_delete_pod */
+        size_t *bound, n_bound, cap_bound;
 };
 
 enum sim_phase { SIM_PENDING, SIM_RUNNING, SIM_SUCCEEDED, SIM_FAILED };

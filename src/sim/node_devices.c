@@ -85,17 +85,13 @@ static bool view_nodes(const struct tsr_cluster *c, const struct tsr_chain_pool 
         v->ledgers = malloc((c->n_nodes ? c->n_nodes : 1) * SIM_GPUS_MAX * sizeof(*v->ledgers));
         if (!end || !node_flavor || !v->nodes || !v->pods || !v->pod_at || !v->held || !v->ledgers)
                 goto out;
-        /* end[i + 1] counts node i's Pods, then end[i] is where node i's Pods end. */
-        for (size_t k = 0; k < c->n_pods; k++)
-                if (c->pods[k].node >= 0)
-                        end[c->pods[k].node + 1]++;
-        for (size_t i = 1; i <= c->n_nodes; i++)
-                end[i] += end[i - 1];
-        for (size_t k = 0; k < c->n_pods; k++) {
-                if (c->pods[k].node < 0)
-                        continue;
-                v->pod_at[end[c->pods[k].node]] = k;
-                v->pods[end[c->pods[k].node]++] = c->pods[k].obj;
+        /* node i's Pods (its list of bound Pods, in cluster order) end at end[i] */
+        for (size_t i = 0, at = 0; i < c->n_nodes; i++) {
+                for (size_t x = 0; x < c->nodes[i].n_bound; x++, at++) {
+                        v->pod_at[at] = c->nodes[i].bound[x];
+                        v->pods[at] = c->pods[c->nodes[i].bound[x]].obj;
+                }
+                end[i] = at;
         }
         tsr_cluster_flavors(c, pool, v->flavors, &v->n_flavors, node_flavor);
         for (size_t i = 0; i < c->n_nodes; i++) {

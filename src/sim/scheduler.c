@@ -105,13 +105,13 @@ static bool bind_one(struct tsr_cluster *c, struct sim_node_state *ns, size_t k)
                         snprintf(p->message + o, sizeof(p->message) - o, ".");
                 return false;
         }
+        if (sim_pod_bind(c, k, (size_t)best)) {
+                snprintf(p->message, sizeof(p->message), "out of memory");
+                return false;
+        }
         c->ip_seq++;
         snprintf(p->ip, sizeof(p->ip), "10.244.%d.%u", best % 256, 2 + c->ip_seq % 250);
-        p->node = best;
-        sim_node_changed(c, best);
         p->message[0] = '\0';
-        json_object_set_new(json_object_get(p->obj, "spec"), "nodeName",
-                            json_string(c->nodes[best].name));
         sim_kubelet_admit(c, k);
         sim_node_state_refresh(c, &ns[best], (size_t)best);
         return true;

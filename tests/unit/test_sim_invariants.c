@@ -11,9 +11,10 @@
  *   - an admitted Pod whose Workload holds its quota is bound or finished, never lost;
  *   - every node's ledger as the simulator serves it (tsr_cluster_ledger, memoized per node
  *     generation) equals the one rebuilt now from the Pods bound there, and the requests the
- *     scheduler charges to it (sim_node_states, memoized the same way) equal sim_node_used's,
- *     computed now, its allocatable has the keys projected now, and each bound Pod's held
+ *     scheduler charges to it (sim_node_states, memoized the same way) equal those of a walk over
+ *     every Pod now, its allocatable has the keys projected now, and each bound Pod's held
  *     state (tsr_cluster_held) equals the one read now: no change missed;
+ *   - each node's list of bound Pods is the Pods bound there, in order;
  *   - every Workload has a member Pod, and one whose Pods all ended is finished;
  *   - the InstanceType the webhooks' memo serves is the one built now;
  *   - every Workload below the actors' watermark is at rest (sim_workload_at_rest);
@@ -273,6 +274,48 @@ static void check_ledger(const struct tsr_cluster *c, size_t i, uint64_t seed, u
 }
 
 /* The scheduler's view of what each node's unfinished Pods request against the same afresh. */
+/* The requests of the unfinished Pods bound to node i, from a walk over every Pod. */
+static void walk_used(const struct tsr_cluster *c, size_t i, struct pod_resources *out)
+{
+        struct pod_resources *r = test_malloc(sizeof(*r));
+
+        out->n = 0;
+        for (size_t k = 0; k < c->n_pods; k++) {
+                const struct sim_pod *p = &c->pods[k];
+                struct tsr_pod_spec *spec;
+
+                if (p->node != (int)i || tsr_cluster_pod_finished(p))
+                        continue;
+                assert_int_equal(tsr_pod_spec_new(p->obj, &spec, NULL), 0);
+                pod_spec_resources(&spec->req, r);
+                sim_resources_charge(out, r, 1);
+                free(spec);
+        }
+        test_free(r);
+}
+
+/* Each node's list of bound Pods is the Pods bound there, in the cluster's order. */
+static void check_bound_lists(const struct tsr_cluster *c, uint64_t seed, unsigned step)
+{
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct sim_node *n = &c->nodes[i];
+                size_t x = 0;
+
+                for (size_t k = 0; k < c->n_pods; k++) {
+                        if (c->pods[k].node != (int)i)
+                                continue;
+                        if (x >= n->n_bound || n->bound[x] != k)
+                                fail_msg("seed %llu step %u: node %s: bound Pod %zu is not entry "
+                                         "%zu of its list",
+                                         (unsigned long long)seed, step, n->name, k, x);
+                        x++;
+                }
+                if (x != n->n_bound)
+                        fail_msg("seed %llu step %u: node %s lists %zu bound Pods, %zu are",
+                                 (unsigned long long)seed, step, n->name, n->n_bound, x);
+        }
+}
+
 static void check_used(const struct tsr_cluster *c, uint64_t seed, unsigned step)
 {
         struct sim_node_state *served = sim_node_states(c);
@@ -294,7 +337,7 @@ static void check_used(const struct tsr_cluster *c, uint64_t seed, unsigned step
                                 fail_msg("seed %llu step %u: node %s: %s allocatable is stale",
                                          (unsigned long long)seed, step, c->nodes[i].name,
                                          keys.keys[k].name);
-                sim_node_used(c, i, fresh);
+                walk_used(c, i, fresh);
                 if (fresh->n != served[i].used->n)
                         fail_msg("seed %llu step %u: node %s: %zu resources used, %zu served",
                                  (unsigned long long)seed, step, c->nodes[i].name, fresh->n,
@@ -323,7 +366,7 @@ static void check_tas(struct tsr_cluster *c, uint64_t seed, unsigned step)
 
         assert_non_null(kept);
         for (size_t i = 0; i < c->n_nodes; i++)
-                sim_node_used(c, i, &fresh[i]);
+                walk_used(c, i, &fresh[i]);
         for (size_t k = 0; k < c->n_workloads; k++) {
                 const struct sim_workload *w = &c->workloads[k];
 
@@ -578,6 +621,7 @@ static void check_step(const struct tsr_cluster *c, uint64_t seed, unsigned step
         struct tsr_diag diag = {0};
         for (size_t i = 0; i < c->n_nodes; i++)
                 check_ledger(c, i, seed, step);
+        check_bound_lists(c, seed, step);
         check_used(c, seed, step);
         check_membership(c, seed, step);
         check_at_rest(c, seed, step);
