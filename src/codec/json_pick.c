@@ -517,11 +517,16 @@ static bool pick_member(struct scan *s, const struct key *key, void *ctx)
         json_t *v = NULL;
 
         for (size_t i = 0; i < pk->n; i++) {
-                const char *rest = pk->set[i].rest, *next = rest + key->len;
+                const char *rest = pk->set[i].rest;
+                size_t seg = strcspn(rest, ".[");
+                const char *next = rest + seg;
 
-                /* The path's next segment is the key: same bytes, then '.', '[' or the end. */
-                if (!key->len || rest[0] != key->p[0] || strncmp(rest, key->p, key->len) ||
-                    (*next && *next != '.' && *next != '['))
+                /*
+                 * The path's next segment (up to '.', '[' or the end) is the key, byte for byte:
+                 * a key holding '.' or '[' names no path ("b.d" is not b's member d).
+                 */
+                if (!key->len || key->len != seg || rest[0] != key->p[0] ||
+                    memcmp(rest, key->p, seg))
                         continue;
                 named = true;
                 if (!follow(s, &pk->set[i], next, set, &n, &whole))

@@ -266,6 +266,23 @@ static void gen_value(char *buf, size_t cap, size_t *n, int depth)
         }
 }
 
+/* A key holding '.' or '[' is one key, never a path: "b.c" is not b's member c. */
+static void test_pick__key_holding_a_path_names_nothing(void **state)
+{
+        static const struct tsr_json_pick picks[] = {{"b.c", NULL}, {"d[]", NULL}, {NULL, NULL}};
+        const char *text = "{\"b.c\":1,\"d[]\":2,\"b\":{\"c\":3,\"c.x\":4},\"d\":[5]}";
+        json_t *picked = NULL;
+        char *dump;
+
+        (void)state;
+        assert_int_equal(tsr_json_pick_load(text, strlen(text), picks, &picked), 0);
+        assert_non_null(picked);
+        dump = json_dumps(picked, JSON_COMPACT);
+        assert_string_equal(dump, "{\"b\":{\"c\":3},\"d\":[5]}");
+        free(dump);
+        json_decref(picked);
+}
+
 static void test_pick__random_documents_agree_with_jansson(void **state)
 {
         enum { DOCS = 20000 };
@@ -308,6 +325,7 @@ int main(void)
             cmocka_unit_test(test_pick__real_pod_review_is_picked),
             cmocka_unit_test(test_pick__declines_what_jansson_refuses),
             cmocka_unit_test(test_pick__declines_valid_text_it_cannot_vouch_for),
+            cmocka_unit_test(test_pick__key_holding_a_path_names_nothing),
             cmocka_unit_test(test_pick__random_documents_agree_with_jansson),
         };
 
