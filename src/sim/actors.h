@@ -84,17 +84,23 @@ void sim_kubelet_reclaim_pass(struct tsr_cluster *c, size_t i);
 #include "sim/resources.h"
 
 /*
- * What the scheduler and Kueue's TAS read of one node. alloc and used point into the node's memo
+ * What the scheduler and Kueue's TAS read of one node. alloc and bound point into the node's memo
  * (kept per node generation, not copied per pass); the first charge (sim_node_state_charge)
- * gives the state a copy of its own, which used then points to.
+ * gives the state a copy of its own (charged), and its usage is that copy from then on
+ * (sim_node_state_used).
  */
 struct sim_node_state {
         const struct pod_resources *alloc; /* allocatable */
         const struct pod_resources *bound; /* requests of the unfinished Pods bound there */
         struct pod_resources *charged;     /* bound plus what TAS charged: NULL until it does */
-        const struct pod_resources *used;  /* charged, or bound while uncharged */
         json_t *labels;
 };
+
+/* State s's usage: what TAS charged on top of the bound Pods, or the bound Pods' requests. */
+static inline const struct pod_resources *sim_node_state_used(const struct sim_node_state *s)
+{
+        return s->charged ? s->charged : s->bound;
+}
 
 /* The state of every node (free with sim_node_states_free), or NULL when out of memory. */
 struct sim_node_state *sim_node_states(const struct tsr_cluster *c);

@@ -513,8 +513,8 @@ int tsr_cluster_pool_views(const struct tsr_cluster *c, const struct tsr_chain_p
         size_t n = 0;
         int rc = 0;
 
-        /* not calloc: tsr_cluster_ledger fills each node's accelerators, nothing reads the rest */
         nodes = calloc(c->n_nodes ? c->n_nodes : 1, sizeof(*nodes));
+        /* not calloc: tsr_cluster_ledger fills each node's accelerators, nothing reads the rest */
         ledgers = malloc((c->n_nodes ? c->n_nodes : 1) * SIM_GPUS_MAX * sizeof(*ledgers));
         if (!nodes || !ledgers) {
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
@@ -638,20 +638,16 @@ void sim_node_state_uncharge(struct sim_node_state *s)
 {
         free(s->charged);
         s->charged = NULL;
-        s->used = s->bound;
 }
 
 bool sim_node_state_charge(struct sim_node_state *s, const struct pod_resources *req,
                            unsigned count)
 {
         if (!s->charged) {
-                /* only the entries in use: a list is tens of kilobytes of name slots */
                 s->charged = malloc(sizeof(*s->charged));
                 if (!s->charged)
                         return false;
-                s->charged->n = s->bound->n;
-                memcpy(s->charged->r, s->bound->r, s->bound->n * sizeof(s->bound->r[0]));
-                s->used = s->charged;
+                pod_resources_copy(s->charged, s->bound);
         }
         sim_resources_charge(s->charged, req, count);
         return true;
@@ -674,9 +670,9 @@ unsigned sim_node_state_fits(const struct sim_node_state *s, const struct pod_re
         int short_k;
 
         for (size_t k = 0; k < req->n; k++)
-                r[k] = (struct tsr_tas_resource){pod_resources_get(s->alloc, req->r[k].name),
-                                                 pod_resources_get(s->used, req->r[k].name),
-                                                 req->r[k].value};
+                r[k] = (struct tsr_tas_resource){
+                    pod_resources_get(s->alloc, req->r[k].name),
+                    pod_resources_get(sim_node_state_used(s), req->r[k].name), req->r[k].value};
         fits = tsr_tas_fits(r, req->n, &short_k);
         *short_of = short_k < 0 ? NULL : req->r[short_k].name;
         return (unsigned)fits;

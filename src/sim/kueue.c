@@ -395,9 +395,9 @@ struct sim_node_state *sim_kueue_tas_states(struct tsr_cluster *c)
                                 if (ps->assign[a].count <= bound[at])
                                         continue;
                                 all = false;
+                                /* out of memory (either): not charged */
                                 if (!req && !(req = podset_request(ps)))
-                                        continue; /* out of memory: not charged */
-                                /* out of memory: not charged */
+                                        continue;
                                 sim_node_state_charge(&ns[ps->assign[a].node], req,
                                                       ps->assign[a].count - bound[at]);
                         }
@@ -469,18 +469,27 @@ static int64_t quota_counted(const struct tsr_cluster *c, const struct tsr_chain
         return used;
 }
 
+/* The running sums of ClusterQueue cq, or NULL when the sums hold none. */
+static const struct sim_quota_sum *quota_find(const struct tsr_cluster *c, const char *cq)
+{
+        for (size_t i = 0; i < c->n_quota; i++)
+                if (!strcmp(c->quota[i].cluster_queue, cq))
+                        return &c->quota[i];
+        return NULL;
+}
+
 /*
  * The running sums of ClusterQueue cq (added when new), or NULL past TSR_CHAIN_POOLS_MAX or for a
  * name longer than the sums hold (then the callers count instead).
  */
 static struct sim_quota_sum *quota_sum(struct tsr_cluster *c, const char *cq)
 {
+        const struct sim_quota_sum *found = quota_find(c, cq);
         size_t len = strlen(cq);
         struct sim_quota_sum *q;
 
-        for (size_t i = 0; i < c->n_quota; i++)
-                if (!strcmp(c->quota[i].cluster_queue, cq))
-                        return &c->quota[i];
+        if (found)
+                return &c->quota[found - c->quota];
         if (c->n_quota == TSR_CHAIN_POOLS_MAX || len >= sizeof(q->cluster_queue))
                 return NULL;
         q = &c->quota[c->n_quota++];
@@ -574,11 +583,9 @@ int sim_kueue_check(const struct tsr_cluster *c, struct tsr_diag *diag)
                 tsr_cluster_flavors(c, &pools[p], flavors, &nf, NULL);
                 for (size_t f = 0; f < nf; f++) {
                         int64_t used = quota_counted(c, &pools[p], (int)f);
-                        const struct sim_quota_sum *q = NULL;
+                        const struct sim_quota_sum *q =
+                            c->quota_valid ? quota_find(c, pools[p].name) : NULL;
 
-                        for (size_t i = 0; c->quota_valid && i < c->n_quota; i++)
-                                if (!strcmp(c->quota[i].cluster_queue, pools[p].name))
-                                        q = &c->quota[i];
                         if (q && q->used[f] != used)
                                 return tsr_diag_set(diag, TSR_ESTALE,
                                                     "flavor %s: %lld of quota kept reserved, "
@@ -625,8 +632,7 @@ static bool attempt_save(struct attempt *a, size_t i)
                 copy = malloc(sizeof(*copy));
                 if (!copy)
                         return false;
-                copy->n = charged->n;
-                memcpy(copy->r, charged->r, charged->n * sizeof(charged->r[0]));
+                pod_resources_copy(copy, charged);
         }
         a->saved[i] = true;
         a->before[a->n_touched] = copy;
@@ -641,12 +647,10 @@ static void attempt_release(struct attempt *a, bool keep)
                 struct sim_node_state *s = &a->nodes[a->touched[t]];
                 struct pod_resources *copy = a->before[t];
 
-                if (!keep && copy) {
-                        s->charged->n = copy->n;
-                        memcpy(s->charged->r, copy->r, copy->n * sizeof(copy->r[0]));
-                } else if (!keep) {
+                if (!keep && copy)
+                        pod_resources_copy(s->charged, copy);
+                else if (!keep)
                         sim_node_state_uncharge(s);
-                }
                 free(copy);
         }
         a->n_touched = 0;

@@ -219,11 +219,16 @@ static void mark_settled(struct tsr_cluster *c, const struct view *v)
         free(missing);
 }
 
+/* Whether the view lists o beside w: same ClusterQueue, and not settled. */
+static bool listed(const struct sim_workload *o, const struct sim_workload *w)
+{
+        return !(o->settled && may_settle(o)) && !strcmp(o->cluster_queue, w->cluster_queue);
+}
+
 /*
- * Lists the Workloads of w's ClusterQueue (w among them) that are not settled (nor at rest:
- * sim_workloads_from), their flavor
- * indexes read as the pool's flavor names, and where each cluster Workload sits in the list.
- * Returns false when out of memory.
+ * Lists the Workloads of w's ClusterQueue (w among them) that are not settled (nor below the
+ * watermark: sim_workloads_from), their flavor indexes read as the pool's flavor names, and where
+ * each cluster Workload sits in the list. Returns false when out of memory.
  */
 static bool view_workloads(struct tsr_cluster *c, const struct sim_workload *w, struct view *v)
 {
@@ -232,7 +237,7 @@ static bool view_workloads(struct tsr_cluster *c, const struct sim_workload *w, 
         for (size_t k = from; k < c->n_workloads; k++) {
                 const struct sim_workload *o = &c->workloads[k];
 
-                if ((o->settled && may_settle(o)) || strcmp(o->cluster_queue, w->cluster_queue))
+                if (!listed(o, w))
                         continue;
                 n++;
                 for (size_t p = 0; p < o->n_podsets; p++)
@@ -252,7 +257,7 @@ static bool view_workloads(struct tsr_cluster *c, const struct sim_workload *w, 
                 struct tsr_snapshot_podset *sp = &v->podsets[v->n_workloads * SIM_PODSETS_MAX];
 
                 v->index[k] = SIZE_MAX;
-                if ((o->settled && may_settle(o)) || strcmp(o->cluster_queue, w->cluster_queue))
+                if (!listed(o, w))
                         continue;
                 v->index[k] = v->n_workloads;
                 state_of(o, sw);

@@ -16,6 +16,12 @@ int64_t pod_resources_get(const struct pod_resources *l, const char *name)
         return -1;
 }
 
+void pod_resources_copy(struct pod_resources *dst, const struct pod_resources *src)
+{
+        dst->n = src->n;
+        memcpy(dst->r, src->r, src->n * sizeof(src->r[0]));
+}
+
 void pod_resources_add(struct pod_resources *l, const char *name, int64_t value)
 {
         for (size_t i = 0; i < l->n; i++) {

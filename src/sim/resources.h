@@ -28,6 +28,9 @@ void pod_spec_resources(const struct tsr_pod_req *req, struct pod_resources *out
 /* The value of name in l, or -1 when l does not list it. */
 int64_t pod_resources_get(const struct pod_resources *l, const char *name);
 
+/* Copies src into dst, only the entries in use (a list is tens of kilobytes of name slots). */
+void pod_resources_copy(struct pod_resources *dst, const struct pod_resources *src);
+
 /* Adds value to name in l (appending it when absent; a full list drops new names). */
 void pod_resources_add(struct pod_resources *l, const char *name, int64_t value);
 

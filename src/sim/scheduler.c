@@ -50,7 +50,7 @@ static double least_allocated(const struct sim_node_state *s, const struct pod_r
 
         for (size_t r = 0; r < 2; r++) {
                 int64_t have = pod_resources_get(s->alloc, scored[r]);
-                int64_t used = pod_resources_get(s->used, scored[r]);
+                int64_t used = pod_resources_get(sim_node_state_used(s), scored[r]);
                 int64_t want = pod_resources_get(req, scored[r]);
 
                 if (have > 0)

@@ -338,12 +338,12 @@ static void check_used(const struct tsr_cluster *c, uint64_t seed, unsigned step
                                          (unsigned long long)seed, step, c->nodes[i].name,
                                          keys.keys[k].name);
                 walk_used(c, i, fresh);
-                if (fresh->n != served[i].used->n)
+                if (fresh->n != sim_node_state_used(&served[i])->n)
                         fail_msg("seed %llu step %u: node %s: %zu resources used, %zu served",
                                  (unsigned long long)seed, step, c->nodes[i].name, fresh->n,
-                                 served[i].used->n);
+                                 sim_node_state_used(&served[i])->n);
                 for (size_t r = 0; r < fresh->n; r++)
-                        if (pod_resources_get(served[i].used, fresh->r[r].name) !=
+                        if (pod_resources_get(sim_node_state_used(&served[i]), fresh->r[r].name) !=
                             fresh->r[r].value)
                                 fail_msg("seed %llu step %u: node %s: %s used is stale",
                                          (unsigned long long)seed, step, c->nodes[i].name,
@@ -397,12 +397,12 @@ static void check_tas(struct tsr_cluster *c, uint64_t seed, unsigned step)
                 }
         }
         for (size_t i = 0; i < c->n_nodes; i++) {
-                if (fresh[i].n != kept[i].used->n)
+                if (fresh[i].n != sim_node_state_used(&kept[i])->n)
                         fail_msg("seed %llu step %u: node %s: TAS counts %zu resources, %zu kept",
                                  (unsigned long long)seed, step, c->nodes[i].name, fresh[i].n,
-                                 kept[i].used->n);
+                                 sim_node_state_used(&kept[i])->n);
                 for (size_t r = 0; r < fresh[i].n; r++)
-                        if (pod_resources_get(kept[i].used, fresh[i].r[r].name) !=
+                        if (pod_resources_get(sim_node_state_used(&kept[i]), fresh[i].r[r].name) !=
                             fresh[i].r[r].value)
                                 fail_msg("seed %llu step %u: node %s: TAS's %s usage is stale",
                                          (unsigned long long)seed, step, c->nodes[i].name,
