@@ -225,19 +225,26 @@ static int name_is(const void *key, const void *node)
         return strcmp(key, (*(const struct tsr_snapshot_node *const *)node)->name);
 }
 
+/* Whether hostname is a listed node; *out its pool index when it is. */
+static bool listed_index(const struct tsr_admit_snapshot *s, const char *hostname, size_t *out)
+{
+        const struct tsr_snapshot_node *const *at =
+            bsearch(hostname, s->by_name, s->n_nodes, sizeof(*s->by_name), name_is);
+
+        if (at)
+                *out = (size_t)(*at - s->nodes);
+        return at != NULL;
+}
+
 /* The pool index of hostname, adding a gone node the first time a hostname is unknown. */
 static int node_index(struct tsr_admit_snapshot *s, const char *hostname, size_t *out,
                       struct tsr_diag *diag)
 {
-        const struct tsr_snapshot_node *const *at =
-            bsearch(hostname, s->by_name, s->n_nodes, sizeof(*s->by_name), name_is);
         struct tsr_admit_node gone = {.present = false, .flavor = TSR_ADMIT_NO_FLAVOR};
         char **grown;
 
-        if (at) {
-                *out = (size_t)(*at - s->nodes);
+        if (listed_index(s, hostname, out))
                 return 0;
-        }
         for (size_t i = 0; i < s->n_gone; i++)
                 if (!strcmp(s->gone[i], hostname)) {
                         *out = s->n_nodes + i;
@@ -366,7 +373,12 @@ static int admit_workload(struct tsr_admit_snapshot *s, const struct tsr_snapsho
                         unsigned pods = ps->domains[d].pods;
                         size_t k;
 
-                        rc = node_index(s, ps->domains[d].node, &k, diag);
+                        /* A charge on a node the snapshot does not list would land on a gone
+                         * node, which serves nothing and so holds no charge: it is left out,
+                         * and a Workload charged nowhere else is not even read. */
+                        if (charge && !listed_index(s, ps->domains[d].node, &k))
+                                continue;
+                        rc = charge ? 0 : node_index(s, ps->domains[d].node, &k, diag);
                         if (rc)
                                 return rc;
                         const struct pod_key *keys =

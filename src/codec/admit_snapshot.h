@@ -9,7 +9,9 @@
  *     recorded as finished, so the ledger stops charging what the kubelet took back;
  *   - the inflight Workloads: every other Workload of the target's ClusterQueue that holds its
  *     quota reservation, is not finished, and is admitted or holds this check's Ready. Each of
- *     its hostname-level domains counts the Pods there that the ledger does not hold yet;
+ *     its hostname-level domains counts the Pods there that the ledger does not hold yet. A
+ *     domain on a node the snapshot does not list is left out (that node serves nothing here),
+ *     so a caller that lists only the target's nodes pays only for the charges on them;
  *   - a Pod is held once its allocation record names every container that asks for an
  *     accelerator of the pool's manufacturer; a finished Pod is held. The ledger and the held
  *     Pods come from the same Pods, so no Pod is counted twice or missed;

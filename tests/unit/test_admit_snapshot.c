@@ -541,6 +541,65 @@ static void test_snapshot__unreadable(void **state)
         pool_reset();
 }
 
+/*
+ * A snapshot that lists only the target's node (as the controller's pinned verdict does) leaves
+ * out the charges on nodes it does not list: an inflight Workload placed only elsewhere is not
+ * read at all (its template, not a Pod, does not fail the verdict), while one with a domain on
+ * the listed node still charges it there. Listing every node gives the same verdict.
+ */
+static void test_snapshot__charges_on_unlisted_nodes(void **state)
+{
+        json_t *tmpl = slice_template(PCT(60)),
+               *bad = json_pack("{s:{}, s:{s:s}}", "metadata", "spec", "containers", "many");
+        struct tsr_snapshot_workload list[3];
+        struct tsr_admit_verdict v;
+        struct tsr_diag diag;
+        struct wl w[3];
+
+        (void)state;
+        pool_reset();
+        add_node("node-a", 1);
+        add_node("node-b", 1);
+        wl_init(&w[0], "elsewhere", 1, bad);
+        place(&w[0], "node-b", 1);
+        place(&w[0], "node-c", 1); /* no Node at all */
+        wl_init(&w[1], "both", 2, tmpl);
+        place(&w[1], "node-b", 1);
+        place(&w[1], "node-a", 1);
+        wl_init(&w[2], "target", 1, tmpl);
+        place(&w[2], "node-a", 1);
+        for (size_t i = 0; i < 3; i++) {
+                w[i].w.check = i < 2 ? TSR_CHECK_READY : TSR_CHECK_PENDING;
+                list[i] = w[i].w;
+        }
+        /* Every node listed: the malformed template on node-b cannot be read. */
+        tsr_diag_clear(&diag);
+        assert_int_equal(tsr_admit_snapshot_judge(fx_product(H100), pool.nodes, pool.n, list, 3,
+                                                  &list[2], &v, &diag),
+                         TSR_EPARSE);
+        assert_non_null(strstr(diag.msg, "Workload default/elsewhere PodSet main: "));
+        /* Only node-a listed: "elsewhere" is not read, "both" takes node-a's accelerator. */
+        pool.n = 1;
+        assert_int_equal(tsr_admit_snapshot_judge(fx_product(H100), pool.nodes, pool.n, list, 3,
+                                                  &list[2], &v, &diag),
+                         0);
+        assert_int_equal(v.state, TSR_CHECK_RETRY);
+        assert_non_null(strstr(v.message, "node \"node-a\" fits 0 of 1 Pod"));
+        /* Without "both", the target fits; with every node and a readable "elsewhere", the same. */
+        list[1].cluster_queue = "another-queue";
+        assert_int_equal(tsr_admit_snapshot_judge(fx_product(H100), pool.nodes, pool.n, list, 3,
+                                                  &list[2], &v, &diag),
+                         0);
+        assert_ready(v);
+        pool.n = 2;
+        list[0].podsets = &(struct tsr_snapshot_podset){
+            "main", 1, tmpl, FLAVOR, 1, &(struct tsr_snapshot_domain){"node-b", 1}};
+        assert_ready(judge(list, 3, &list[2]));
+        json_decref(tmpl);
+        json_decref(bad);
+        pool_reset();
+}
+
 /* ---- the Workload reader -------------------------------------------------------------------- */
 
 /* What encoding/json writes for Kueue v0.17.0's v1beta2 Workload: 3 Pods over 2 nodes, Pending. */
@@ -953,6 +1012,7 @@ int main(void)
             cmocka_unit_test(test_snapshot__no_flavor_retry),
             cmocka_unit_test(test_snapshot__node_gone),
             cmocka_unit_test(test_snapshot__unreadable),
+            cmocka_unit_test(test_snapshot__charges_on_unlisted_nodes),
             cmocka_unit_test(test_workload__v017_topology_assignment),
             cmocka_unit_test(test_workload__v017_admitted_and_pending),
             cmocka_unit_test(test_workload__topology_shapes),
