@@ -135,6 +135,7 @@ struct watcher {
         char path[PATH_MAX_LEN]; /* the collection; set before the thread starts */
         char field_selector[sizeof(NODE_SELECTOR) + NODE_NAME_MAX]; /* "" for none; likewise */
         json_t *objects;                /* key -> object; guarded by c->lock */
+        unsigned long generation;       /* bumped with every change of objects; likewise */
         struct tsr_kube_cache_stats st; /* guarded by c->lock */
         int64_t progress_ms;            /* the last progress (monotonic); guarded by c->lock */
         int64_t failing_since_ms;       /* the first failure of the current run, 0 if none;
@@ -365,6 +366,7 @@ static int relist(struct watcher *w, bool after_gone, struct tsr_kube_result *re
         pthread_rwlock_wrlock(&c->lock);
         old = w->objects;
         w->objects = map;
+        w->generation++;
         set_rv(w, rv);
         first = !w->st.lists;
         w->st.lists++;
@@ -407,6 +409,7 @@ static void mark_not_served(struct watcher *w)
         pthread_rwlock_wrlock(&c->lock);
         old = w->objects;
         w->objects = empty;
+        w->generation++;
         w->st.synced = true;
         w->st.objects = 0;
         pthread_rwlock_unlock(&c->lock);
@@ -471,6 +474,7 @@ static int on_event(void *arg, const struct tsr_kube_event *ev)
                 w->failing_since_ms = 0; /* an event or bookmark: the watch works */
         }
         w->st.objects = json_object_size(w->objects);
+        w->generation += changed;
         pthread_rwlock_unlock(&w->c->lock);
         if (rc)
                 tsr_diag_set(&x->diag, TSR_ENOMEM, "watch %s: out of memory", resources[w->r].name);
@@ -939,6 +943,64 @@ json_t *tsr_kube_cache_list(struct tsr_kube_cache *c, enum tsr_kube_cache_resour
 json_t *tsr_kube_cache_pods(struct tsr_kube_cache *c)
 {
         return tsr_kube_cache_list(c, TSR_KUBE_CACHE_PODS);
+}
+
+unsigned long tsr_kube_cache_generation(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r)
+{
+        unsigned long g;
+
+        if ((unsigned)r >= TSR_KUBE_CACHE_N_RESOURCES)
+                return 0;
+        pthread_rwlock_rdlock(&c->lock);
+        g = c->w[r].generation;
+        pthread_rwlock_unlock(&c->lock);
+        return g;
+}
+
+/* Whether a and b carry the same metadata.resourceVersion (a missing one never matches). */
+static bool same_version(json_t *a, json_t *b)
+{
+        const char *va = meta_str(a, "resourceVersion"), *vb = meta_str(b, "resourceVersion");
+
+        return va && vb && *va && !strcmp(va, vb);
+}
+
+int tsr_kube_cache_mirror(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r, json_t *mirror,
+                          json_t *changed)
+{
+        json_t *obj;
+        const char *key;
+        void *it;
+        int rc = 0;
+
+        if ((unsigned)r >= TSR_KUBE_CACHE_N_RESOURCES || !json_is_object(mirror) ||
+            !json_is_array(changed))
+                return TSR_EINVAL;
+        pthread_rwlock_rdlock(&c->lock);
+        json_object_foreach(c->w[r].objects, key, obj)
+        {
+                json_t *m = json_object_get(mirror, key), *copy;
+
+                if (m && same_version(m, obj))
+                        continue;
+                copy = tsr_json_copy(obj);
+                if (!copy || json_object_set_new(mirror, key, copy) ||
+                    json_array_append_new(changed, json_string(key))) {
+                        rc = TSR_ENOMEM;
+                        break;
+                }
+        }
+        json_object_foreach_safe(mirror, it, key, obj)
+        {
+                if (rc || json_object_get(c->w[r].objects, key))
+                        continue;
+                if (json_array_append_new(changed, json_string(key)))
+                        rc = TSR_ENOMEM;
+                else
+                        json_object_del(mirror, key);
+        }
+        pthread_rwlock_unlock(&c->lock);
+        return rc;
 }
 
 const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r)

@@ -176,6 +176,26 @@ json_t *tsr_kube_cache_get(struct tsr_kube_cache *c, enum tsr_kube_cache_resourc
  */
 json_t *tsr_kube_cache_list(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r);
 
+/*
+ * How many times resource r's objects have changed: every list, every event that changed what it
+ * holds, and the emptying of a kind not served. A memo a caller built from what it read after
+ * taking the generation stays current while the generation is the same. 0 for an unknown r.
+ */
+unsigned long tsr_kube_cache_generation(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r);
+
+/*
+ * Brings mirror (a caller's JSON object, key -> a copy of an object of r, as this function last
+ * left it; empty the first time) up to date with resource r, under one read lock: an object
+ * whose metadata.resourceVersion differs from its copy's (or that has none) is copied again, a
+ * key the cache no longer holds is removed, and every key set or removed is appended to
+ * changed (a caller's JSON array). The key is "ns/name" for a namespaced kind, "name" for a
+ * cluster-scoped one. Costs a lookup per object held plus a copy per object changed. Returns 0,
+ * TSR_EINVAL (not an object and an array, or an unknown r), or TSR_ENOMEM (mirror then holds
+ * part of the update: the caller starts again from an empty one).
+ */
+int tsr_kube_cache_mirror(struct tsr_kube_cache *c, enum tsr_kube_cache_resource r, json_t *mirror,
+                          json_t *changed);
+
 /* The resource's plural name ("instancetypes"). */
 const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r);
 

@@ -491,6 +491,80 @@ static void test_events(void **state)
         }
 }
 
+/* Mirrors the InstanceTypes into mirror; returns the keys changed, as "a,b" in their order. */
+static void mirror_changes(json_t *mirror, char *out, size_t len)
+{
+        json_t *changed = json_array(), *k;
+        size_t i, o = 0;
+
+        assert_int_equal(
+            tsr_kube_cache_mirror(R.cache, TSR_KUBE_CACHE_INSTANCETYPES, mirror, changed), 0);
+        out[0] = '\0';
+        json_array_foreach(changed, i, k) o +=
+            (size_t)snprintf(out + o, len - o, "%s%s", i ? "," : "", json_string_value(k));
+        json_decref(changed);
+}
+
+/* The mirror equals what the cache lists: the same keys, each with an equal object. */
+static void assert_mirror_is_cache(json_t *mirror)
+{
+        json_t *list = tsr_kube_cache_list(R.cache, TSR_KUBE_CACHE_INSTANCETYPES), *o;
+        size_t i;
+
+        assert_int_equal(json_object_size(mirror), json_array_size(list));
+        json_array_foreach(list, i, o)
+        {
+                const char *name =
+                    json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+
+                assert_true(json_equal(json_object_get(mirror, name), o));
+        }
+        json_decref(list);
+}
+
+/*
+ * A mirror copies only what changed: the first call takes every object, a call with nothing new
+ * changes nothing, an update or a deletion changes that one key; the generation moves with every
+ * change and stays while nothing changes.
+ */
+static void test_mirror(void **state)
+{
+        json_t *mirror = json_object();
+        unsigned long g0, g1;
+        char keys[512];
+
+        (void)state;
+        mirror_changes(mirror, keys, sizeof(keys));
+        assert_true(json_object_size(mirror) > 0);
+        assert_mirror_is_cache(mirror);
+        g0 = tsr_kube_cache_generation(R.cache, TSR_KUBE_CACHE_INSTANCETYPES);
+        mirror_changes(mirror, keys, sizeof(keys));
+        assert_string_equal(keys, "");
+        assert_int_equal(tsr_kube_cache_generation(R.cache, TSR_KUBE_CACHE_INSTANCETYPES), g0);
+
+        create_it(&R, "mu", NULL, 1);
+        EVENTUALLY(has_it(&R, "mu"), "ADDED mu reaches the cache");
+        g1 = tsr_kube_cache_generation(R.cache, TSR_KUBE_CACHE_INSTANCETYPES);
+        assert_true(g1 > g0);
+        mirror_changes(mirror, keys, sizeof(keys));
+        assert_string_equal(keys, "mu");
+        patch_it(&R, "mu", "{\"spec\":{\"memory\":2}}");
+        EVENTUALLY(it_n(&R, "mu") == 2, "MODIFIED mu reaches the cache");
+        assert_true(tsr_kube_cache_generation(R.cache, TSR_KUBE_CACHE_INSTANCETYPES) > g1);
+        mirror_changes(mirror, keys, sizeof(keys));
+        assert_string_equal(keys, "mu");
+        assert_mirror_is_cache(mirror);
+        delete_it(&R, "mu");
+        EVENTUALLY(!has_it(&R, "mu"), "DELETED mu leaves the cache");
+        mirror_changes(mirror, keys, sizeof(keys));
+        assert_string_equal(keys, "mu");
+        assert_null(json_object_get(mirror, "mu"));
+        assert_mirror_is_cache(mirror);
+        assert_int_equal(tsr_kube_cache_mirror(R.cache, TSR_KUBE_CACHE_INSTANCETYPES, mirror, NULL),
+                         TSR_EINVAL);
+        json_decref(mirror);
+}
+
 static size_t entrance(const char *lq, const char *want)
 {
         size_t m = 99;
@@ -1158,6 +1232,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_initial_sync),
             cmocka_unit_test(test_events),
+            cmocka_unit_test(test_mirror),
             cmocka_unit_test(test_entrance),
             cmocka_unit_test(test_node_pods),
             cmocka_unit_test(test_bad_opts),
