@@ -293,7 +293,7 @@ static int retire(struct tsr_controller *c, const struct derived *d, bool *pendi
 
 int ctl_chain_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
 {
-        struct ctl_nodes nodes;
+        const struct ctl_nodes *nodes;
         struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
         struct derived d = {json_object(), json_object(), json_object(), json_object()};
         struct tsr_diag diag;
@@ -303,12 +303,14 @@ int ctl_chain_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
         int rc, failed = 0;
 
         tsr_diag_clear(&diag);
-        rc = ctl_nodes_load(c, &nodes, &diag);
+        nodes = ctl_nodes_view(c, &diag);
+        rc = nodes ? 0 : TSR_ENOMEM;
         if (!rc && (!d.flavors || !d.queues || !d.local_queues || !d.topologies ||
                     !(namespaces = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_NAMESPACES))))
                 rc = TSR_ENOMEM;
         if (!rc)
-                rc = tsr_chain_pools(nodes.chain, nodes.n, pools, TSR_CHAIN_POOLS_MAX, &np, &diag);
+                rc =
+                    tsr_chain_pools(nodes->chain, nodes->n, pools, TSR_CHAIN_POOLS_MAX, &np, &diag);
         if (rc) {
                 tsr_log(TSR_LOG_WARN, "chain not derived", "error",
                         diag.msg[0] ? diag.msg : tsr_strerror(rc), NULL);
@@ -320,7 +322,7 @@ int ctl_chain_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
         }
         active = ctl_admission_check_active(c, NULL);
         for (size_t p = 0; p < np; p++)
-                failed |= apply_pool(c, nodes.chain, nodes.n, &pools[p], namespaces, active, &d);
+                failed |= apply_pool(c, nodes->chain, nodes->n, &pools[p], namespaces, active, &d);
         /* Retire only after a clean pass: a half-applied pass must not delete what it missed. */
         if (!failed)
                 failed |= retire(c, &d, &pending);
@@ -333,6 +335,5 @@ out:
         json_decref(d.queues);
         json_decref(d.local_queues);
         json_decref(d.topologies);
-        ctl_nodes_release(&nodes);
         return rc;
 }

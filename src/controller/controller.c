@@ -503,6 +503,8 @@ void tsr_controller_stop(struct tsr_controller *c)
         tsr_kube_cache_free(c->cache);
         tsr_workqueue_free(c->queue);
         json_decref(c->verdicts);
+        ctl_nodes_release(&c->nodes_view);
+        ctl_workload_index_release(&c->workloads);
         ctl_instances_release(c);
         for (int i = 0; i < CTL_CERT_DNS_N; i++)
                 free(c->cert_dns[i]);

@@ -11,6 +11,8 @@
 
 #include "codec/kueue_chain.h"
 #include "controller/controller.h"
+#include "controller/managed_nodes.h"
+#include "controller/workload_index.h"
 #include "kube/cache.h"
 
 #include <jansson.h>
@@ -54,6 +56,12 @@ struct tsr_controller {
         bool worker_started;
         atomic_bool leading;
         json_t *verdicts; /* "ns/name" -> {uid, at}: Ready verdicts written, the worker's alone */
+        /* managed_nodes.c: the worker's memo of the managed nodes and the cache generations of
+         * the Nodes, Devices and Settings it was built from */
+        struct ctl_nodes nodes_view;
+        unsigned long nodes_view_gen[CTL_NODES_VIEW_KINDS];
+        bool nodes_view_built;
+        struct ctl_workload_index workloads; /* node_devices_check.c's, the worker's alone */
         /* instance_reconciler.c: "ns/name" -> the last signature seen, each map touched only by
          * its resource's change callbacks */
         json_t *seen_instances, *seen_instancetypes, *seen_clusterqueues;

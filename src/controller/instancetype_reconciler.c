@@ -392,7 +392,7 @@ static int pool_of(json_t *it, struct tsr_chain_pool *out)
 int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
 {
         struct tsr_settings settings = c->cfg.settings;
-        struct ctl_nodes nodes;
+        const struct ctl_nodes *nodes;
         struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
         struct tsr_diag diag;
         json_t *list, *it;
@@ -402,9 +402,9 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
 
         tsr_kube_cache_settings(c->cache, c->ns, &settings);
         tsr_diag_clear(&diag);
-        rc = ctl_nodes_load(c, &nodes, &diag);
-        if (!rc)
-                rc = tsr_chain_pools(nodes.chain, nodes.n, pools, TSR_CHAIN_POOLS_MAX, &np, &diag);
+        nodes = ctl_nodes_view(c, &diag);
+        rc = nodes ? tsr_chain_pools(nodes->chain, nodes->n, pools, TSR_CHAIN_POOLS_MAX, &np, &diag)
+                   : TSR_ENOMEM;
         if (rc) {
                 tsr_log(TSR_LOG_WARN, "InstanceTypes not derived", "error",
                         diag.msg[0] ? diag.msg : tsr_strerror(rc), NULL);
@@ -422,7 +422,7 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
                 if (!ctl_meta_str(it, "deletionTimestamp") && !has_finalizer(it))
                         failed |= set_finalizer(c, it, true);
                 else
-                        failed |= write_status(c, &nodes, &pools[p], true, it);
+                        failed |= write_status(c, nodes, &pools[p], true, it);
                 json_decref(it);
         }
         list = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_INSTANCETYPES);
@@ -435,7 +435,7 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
                         failed |= finish_teardown(c, it);
                 } else if (has_finalizer(it) && !derived(pools, np, ctl_meta_str(it, "name")) &&
                            !pool_of(it, &gone)) {
-                        failed |= write_status(c, &nodes, &gone, false, it);
+                        failed |= write_status(c, nodes, &gone, false, it);
                 }
         }
         json_decref(list);
@@ -443,6 +443,5 @@ int ctl_instancetypes_reconcile(struct tsr_controller *c, unsigned *requeue_ms)
 out:
         if (tearing)
                 *requeue_ms = 5000;
-        ctl_nodes_release(&nodes);
         return rc;
 }

@@ -113,7 +113,8 @@ int ctl_node_load(struct tsr_controller *c, json_t *node, struct ctl_node *out, 
         return load(c, node, manual_management(c), out, managed);
 }
 
-int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_diag *diag)
+/* Loads every managed node into *out. 0, or TSR_ENOMEM with diag (*out then empty). */
+static int nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_diag *diag)
 {
         json_t *nodes = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_NODES), *node;
         bool manual = manual_management(c);
@@ -152,6 +153,32 @@ int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_d
         for (i = 0; i < out->n; i++) /* after the sort: each points into its entry */
                 out->chain[i] = out->v[i].chain;
         return 0;
+}
+
+/* The kinds the view is read from, whose generations say when to build it again. */
+static const enum tsr_kube_cache_resource view_kinds[CTL_NODES_VIEW_KINDS] = {
+    TSR_KUBE_CACHE_NODES, TSR_KUBE_CACHE_DEVICES, TSR_KUBE_CACHE_SETTINGS};
+
+const struct ctl_nodes *ctl_nodes_view(struct tsr_controller *c, struct tsr_diag *diag)
+{
+        unsigned long gen[CTL_NODES_VIEW_KINDS];
+        bool same = c->nodes_view_built;
+
+        /* Taken before reading: a change during the read leaves the memo older than its
+         * generations say, so the next call builds it again, never the other way round. */
+        for (size_t k = 0; k < CTL_NODES_VIEW_KINDS; k++) {
+                gen[k] = tsr_kube_cache_generation(c->cache, view_kinds[k]);
+                same &= gen[k] == c->nodes_view_gen[k];
+        }
+        if (same)
+                return &c->nodes_view;
+        ctl_nodes_release(&c->nodes_view);
+        c->nodes_view_built = false;
+        if (nodes_load(c, &c->nodes_view, diag))
+                return NULL;
+        memcpy(c->nodes_view_gen, gen, sizeof(gen));
+        c->nodes_view_built = true;
+        return &c->nodes_view;
 }
 
 void ctl_node_release(struct ctl_node *n)

@@ -10,10 +10,10 @@
  *
  * A Node whose Devices object cannot be read (an unknown product, a malformed spec) is managed
  * but serves no accelerator pool; the fault is kept in its `fault` for the caller to report.
- * Ownership: ctl_nodes_load fills *out (release with ctl_nodes_release), ctl_node_load one entry
- * (release with ctl_node_release); each entry owns copies of its Node and Devices (NULL for a
- * CPU-only node) objects, and
- * its chain node points into the entry.
+ * Ownership: ctl_nodes_view lends the controller's memo (ctl_nodes_release frees it when the
+ * controller stops), ctl_node_load fills one entry (release with ctl_node_release); each entry owns
+ * copies of its Node and Devices (NULL for a CPU-only node) objects, and its chain node points into
+ * the entry.
  */
 #ifndef TSR_CONTROLLER_MANAGED_NODES_H
 #define TSR_CONTROLLER_MANAGED_NODES_H
@@ -29,6 +29,8 @@ struct tsr_controller;
 struct tsr_diag;
 
 #define CTL_NODE_ACCELS_MAX 64
+/* The cache kinds the view is read from: the Nodes, the Devices and the Settings. */
+#define CTL_NODES_VIEW_KINDS 3
 
 struct ctl_node {
         struct tsr_chain_node chain; /* its strings point into the fields below */
@@ -44,8 +46,13 @@ struct ctl_nodes {
         size_t n;
 };
 
-/* Loads the managed nodes. Returns 0, or TSR_ENOMEM with diag (*out then empty). */
-int ctl_nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct tsr_diag *diag);
+/*
+ * The managed nodes as the caches hold them now: the worker's memo (c->nodes_view), built again
+ * only when the Nodes, the Devices or the Settings changed since it was built (their cache
+ * generations), so a reconcile that reads the pool costs nothing when the pool did not move.
+ * Borrowed until the next call; only the worker thread calls it. NULL with diag on TSR_ENOMEM.
+ */
+const struct ctl_nodes *ctl_nodes_view(struct tsr_controller *c, struct tsr_diag *diag);
 
 /*
  * Loads one node: node (a cached Node, borrowed) and its Devices object. Returns 0 with

@@ -32,6 +32,7 @@
 #include "codec/kueue_chain.h"
 #include "codec/kueue_workload.h"
 #include "controller/managed_nodes.h"
+#include "controller/workload_index.h"
 #include "controller/workqueue.h"
 #include "kube/cache.h"
 #include "kube/client.h"
@@ -167,52 +168,44 @@ static bool remembered_ready(struct tsr_controller *c, const struct tsr_snapshot
         return true;
 }
 
-/* The cached Workloads, parsed; those the memory says are Ready marked so. */
+/* The cached Workloads as the index holds them parsed; those the memory says are Ready marked
+ * so. The objects and the strings the snapshot structs point at are the index's, valid until
+ * its next refresh. */
 struct workloads {
-        json_t *objs;
-        json_t **obj; /* obj[i]: the object w[i] was read from, borrowed from objs */
-        struct tsr_kueue_workload **parsed;
+        json_t **obj; /* obj[i]: the object w[i] was read from */
         struct tsr_snapshot_workload *w;
         size_t n;
 };
 
 static void workloads_release(struct workloads *ws)
 {
-        for (size_t i = 0; i < ws->n; i++)
-                tsr_kueue_workload_free(ws->parsed[i]);
-        free(ws->parsed);
         free(ws->w);
         free(ws->obj);
-        json_decref(ws->objs);
         memset(ws, 0, sizeof(*ws));
 }
 
 static int workloads_load(struct tsr_controller *c, struct workloads *ws)
 {
-        json_t *obj;
-        size_t i;
+        const struct ctl_workload_index *x = &c->workloads;
+        int rc = ctl_workload_index_refresh(&c->workloads, c->cache);
 
         memset(ws, 0, sizeof(*ws));
-        ws->objs = tsr_kube_cache_list(c->cache, TSR_KUBE_CACHE_WORKLOADS);
-        if (!ws->objs)
-                return TSR_ENOMEM;
-        ws->parsed = calloc(json_array_size(ws->objs) + 1, sizeof(*ws->parsed));
-        ws->w = calloc(json_array_size(ws->objs) + 1, sizeof(*ws->w));
-        ws->obj = calloc(json_array_size(ws->objs) + 1, sizeof(*ws->obj));
-        if (!ws->parsed || !ws->w || !ws->obj) {
+        if (rc)
+                return rc;
+        ws->w = calloc(x->n + 1, sizeof(*ws->w));
+        ws->obj = calloc(x->n + 1, sizeof(*ws->obj));
+        if (!ws->w || !ws->obj) {
                 workloads_release(ws);
                 return TSR_ENOMEM;
         }
-        json_array_foreach(ws->objs, i, obj)
-        {
-                struct tsr_kueue_workload *k;
+        for (size_t i = 0; i < x->n; i++) {
+                const struct tsr_kueue_workload *k = x->v[i].parsed;
 
-                if (tsr_kueue_workload_parse(obj, &k, NULL))
+                if (!k)
                         continue; /* malformed: not judged, not counted */
-                ws->parsed[ws->n] = k;
-                ws->obj[ws->n] = obj;
+                ws->obj[ws->n] = x->v[i].obj;
                 ws->w[ws->n] = k->w;
-                if (remembered_ready(c, &k->w, obj)) {
+                if (remembered_ready(c, &k->w, x->v[i].obj)) {
                         ws->w[ws->n].has_check = true;
                         ws->w[ws->n].check = TSR_CHECK_READY;
                 }
@@ -405,7 +398,7 @@ static int write_verdict(struct tsr_controller *c, json_t *obj,
 int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name)
 {
         struct workloads ws = {0};
-        struct ctl_nodes nodes = {0};
+        const struct ctl_nodes *nodes = NULL;
         struct pool_nodes pn = {0};
         const struct tsr_snapshot_workload *target = NULL;
         const struct tsr_product *product = NULL;
@@ -427,9 +420,8 @@ int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char 
         if (rc || !target || !tsr_admit_snapshot_judges(target) ||
             json_object_get(c->verdicts, key))
                 goto out;
-        rc = ctl_nodes_load(c, &nodes, &diag);
-        if (!rc)
-                rc = pool_nodes_load(c, &nodes, target, &pn, &product, &diag);
+        nodes = ctl_nodes_view(c, &diag);
+        rc = nodes ? pool_nodes_load(c, nodes, target, &pn, &product, &diag) : TSR_ENOMEM;
         if (rc == TSR_ENOTFOUND) {
                 tsr_log(TSR_LOG_WARN, "Workload not judged", "workload", key, "error", diag.msg,
                         NULL);
@@ -467,7 +459,6 @@ int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char 
                   v.state == TSR_CHECK_READY ? "NodeDevicesReady" : "NodeDevicesRetry", v.message);
 out:
         pool_nodes_release(&pn);
-        ctl_nodes_release(&nodes);
         workloads_release(&ws);
         return rc;
 }
