@@ -1,6 +1,7 @@
 /*
- * client.c - requests on libcurl. Each request builds an easy handle from the client's settings
- * (URL, TLS files, headers with a freshly read token), drives it through its own multi handle so
+ * client.c - requests on libcurl. Each request sets up its thread's easy handle for this client
+ * (a session, below: the connection is kept between requests) from the client's settings (URL,
+ * TLS files, headers with a freshly read token), drives it through the session's multi handle so
  * that a cancel token can wake curl_multi_poll, and turns the outcome into a TSR_E* code, a
  * struct tsr_kube_result and, on failure, a diag that quotes the API server's Status.
  */
@@ -18,6 +19,9 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +43,7 @@ struct memfile {
 };
 
 struct tsr_kube_client {
+        uint64_t id; /* distinct for every client made: what a thread's session belongs to */
         struct tsr_kube_config cfg;
         long connect_timeout_ms;
         long request_timeout_ms;
@@ -50,6 +55,120 @@ struct tsr_kube_client {
         pthread_mutex_t token_mu;
         char *token; /* the last good bearer token, or NULL */
 };
+
+/* ---- sessions: one easy handle and its multi per thread and client ------------------------ */
+
+/*
+ * A thread's requests through one client reuse one easy handle and one multi handle, whose
+ * connection cache keeps the connection (and its TLS session) alive between requests: a request
+ * after the first costs no TCP or TLS handshake and no certificate load. libcurl does not support
+ * sharing connections between threads, so each thread holds sessions of its own, one per client
+ * for the last SESSIONS_MAX clients it used (the least recently used one makes room). A session
+ * holds a reference of libcurl's global state, so it may outlive every client; it ends with its
+ * thread (the key's destructor), when its client is freed on that thread, or when it makes room.
+ */
+#define SESSIONS_MAX 4
+
+struct session {
+        uint64_t client; /* 0: a free slot */
+        uint64_t used;   /* the thread's request count at its last use */
+        CURLM *m;
+        CURL *h;
+};
+
+struct sessions {
+        struct session s[SESSIONS_MAX];
+        uint64_t requests;
+};
+
+static pthread_key_t session_key;
+static pthread_once_t session_once = PTHREAD_ONCE_INIT;
+static bool session_key_ok;
+static atomic_uint_fast64_t next_client_id = 1;
+
+static void session_end(struct session *s)
+{
+        if (!s->client)
+                return;
+        curl_easy_cleanup(s->h);
+        curl_multi_cleanup(s->m);
+        memset(s, 0, sizeof(*s));
+        curl_global_cleanup();
+}
+
+static void sessions_end(void *arg)
+{
+        struct sessions *all = arg;
+
+        for (size_t i = 0; i < SESSIONS_MAX; i++)
+                session_end(&all->s[i]);
+        free(all);
+}
+
+static void session_key_make(void)
+{
+        session_key_ok = pthread_key_create(&session_key, sessions_end) == 0;
+}
+
+/* This thread's sessions, made the first time; NULL when out of memory. */
+static struct sessions *thread_sessions(void)
+{
+        struct sessions *all;
+
+        pthread_once(&session_once, session_key_make);
+        if (!session_key_ok)
+                return NULL;
+        all = pthread_getspecific(session_key);
+        if (!all && (all = calloc(1, sizeof(*all))) && pthread_setspecific(session_key, all)) {
+                free(all);
+                all = NULL;
+        }
+        return all;
+}
+
+/* Ends this thread's session of client id, if it has one. */
+static void session_forget(uint64_t id)
+{
+        struct sessions *all = thread_sessions();
+
+        for (size_t i = 0; all && i < SESSIONS_MAX; i++)
+                if (all->s[i].client == id)
+                        session_end(&all->s[i]);
+}
+
+/* This thread's session for client id, made as needed; NULL when out of memory. */
+static struct session *session_of(uint64_t id)
+{
+        struct sessions *all = thread_sessions();
+        struct session *s = NULL;
+
+        if (!all)
+                return NULL;
+        all->requests++;
+        for (size_t i = 0; i < SESSIONS_MAX; i++) {
+                if (all->s[i].client == id) {
+                        all->s[i].used = all->requests;
+                        return &all->s[i];
+                }
+                if (!s || all->s[i].used < s->used)
+                        s = &all->s[i]; /* a free slot (used 0) or the least recently used */
+        }
+        session_end(s);
+        if (curl_global_init(CURL_GLOBAL_DEFAULT))
+                return NULL;
+        s->m = curl_multi_init();
+        s->h = curl_easy_init();
+        if (!s->m || !s->h) {
+                curl_easy_cleanup(s->h);
+                curl_multi_cleanup(s->m);
+                memset(s, 0, sizeof(*s));
+                curl_global_cleanup();
+                return NULL;
+        }
+        s->client = id;
+        s->used = all->requests;
+        return s;
+}
 
 /* ---- cancel tokens ------------------------------------------------------------------------ */
 
@@ -156,6 +275,7 @@ void tsr_kube_client_free(struct tsr_kube_client *c)
 {
         if (!c)
                 return;
+        session_forget(c->id);
         memfile_close(&c->ca);
         memfile_close(&c->cert);
         memfile_close(&c->key);
@@ -188,6 +308,7 @@ int tsr_kube_client_new(const struct tsr_kube_config *cfg, const struct tsr_kube
                 return tsr_diag_set(diag, TSR_ENOMEM, "kube client: out of memory");
         }
         c->ca.fd = c->cert.fd = c->key.fd = -1;
+        c->id = atomic_fetch_add(&next_client_id, 1);
         if (pthread_mutex_init(&c->token_mu, NULL)) {
                 free(c);
                 curl_global_cleanup();
@@ -322,11 +443,10 @@ static curl_off_t received(CURL *h)
  * Runs h to completion, cancel, or stall_ms (> 0) without a byte received (*stalled, the result
  * OPERATION_TIMEDOUT). Returns curl's result for the transfer.
  */
-static CURLcode perform(CURL *h, struct tsr_kube_cancel *cancel, long stall_ms, bool *cancelled,
-                        bool *stalled)
+static CURLcode perform(CURLM *m, CURL *h, struct tsr_kube_cancel *cancel, long stall_ms,
+                        bool *cancelled, bool *stalled)
 {
         CURLcode result = CURLE_FAILED_INIT;
-        CURLM *m = curl_multi_init();
         CURLMsg *msg;
         int running = 1, left;
         int64_t last_byte_ms = tsr_monotonic_ms();
@@ -334,12 +454,8 @@ static CURLcode perform(CURL *h, struct tsr_kube_cancel *cancel, long stall_ms, 
         int poll_ms = stall_ms > 0 && stall_ms < 4000 ? (int)(stall_ms / 4) : 1000;
 
         *cancelled = *stalled = false;
-        if (!m)
+        if (curl_multi_add_handle(m, h))
                 return CURLE_OUT_OF_MEMORY;
-        if (curl_multi_add_handle(m, h)) {
-                curl_multi_cleanup(m);
-                return CURLE_OUT_OF_MEMORY;
-        }
         if (cancel) {
                 pthread_mutex_lock(&cancel->mu);
                 cancel->multi = m;
@@ -377,8 +493,7 @@ static CURLcode perform(CURL *h, struct tsr_kube_cancel *cancel, long stall_ms, 
                 cancel->multi = NULL;
                 pthread_mutex_unlock(&cancel->mu);
         }
-        curl_multi_remove_handle(m, h);
-        curl_multi_cleanup(m);
+        curl_multi_remove_handle(m, h); /* the connection stays in m's cache, unless cut short */
         return result;
 }
 
@@ -454,6 +569,7 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
         char errbuf[CURL_ERROR_SIZE] = "";
         struct curl_header *ra;
         char *token = NULL, *url = NULL;
+        struct session *session;
         bool cancelled, stalled;
         CURLcode cc;
         long http = 0;
@@ -462,9 +578,10 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
         res->http = 0;
         res->retry_after_s = 0;
         res->stalled = false;
-        t->h = curl_easy_init();
-        if (!t->h)
+        session = session_of(c->id);
+        if (!session)
                 return tsr_diag_set(diag, TSR_ENOMEM, "kube client: out of memory");
+        t->h = session->h;
         if (rq->cancel && tsr_kube_cancel_fired(rq->cancel)) {
                 rc = tsr_diag_set(diag, TSR_EIO, "%s %.*s: cancelled", rq->method,
                                   path_len(rq->path), rq->path);
@@ -550,7 +667,7 @@ static int run(struct tsr_kube_client *c, const struct request *rq, struct trans
         curl_easy_setopt(t->h, CURLOPT_WRITEFUNCTION, on_write);
         curl_easy_setopt(t->h, CURLOPT_WRITEDATA, t);
 
-        cc = perform(t->h, rq->cancel, rq->stall_s * 1000, &cancelled, &stalled);
+        cc = perform(session->m, t->h, rq->cancel, rq->stall_s * 1000, &cancelled, &stalled);
         curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &http);
         res->http = http;
         if (curl_easy_header(t->h, "Retry-After", 0, CURLH_HEADER, -1, &ra) == CURLHE_OK &&
@@ -590,7 +707,7 @@ out:
         curl_slist_free_all(hdrs);
         curl_slist_free_all(connect_to);
         free(url);
-        curl_easy_cleanup(t->h);
+        curl_easy_reset(t->h); /* no option left pointing at this call's buffers */
         t->h = NULL;
         return rc;
 }

@@ -846,6 +846,72 @@ static void test_retry_after(void **state)
         tsr_kube_client_free(c);
 }
 
+/* TLS connections the fake API server has accepted so far. */
+static long fake_connections(void)
+{
+        json_t *st = fake_control(&fake, "stats", NULL);
+        long n = (long)json_integer_value(json_object_get(st, "connections"));
+
+        json_decref(st);
+        return n;
+}
+
+struct reuse_thread {
+        struct tsr_kube_client *c;
+        int failures;
+};
+
+static void *five_gets(void *arg)
+{
+        struct reuse_thread *t = arg;
+
+        for (int i = 0; i < 5; i++)
+                t->failures += tsr_kube_client_get(t->c, IT_PATH, NULL, NULL, NULL) != 0;
+        return NULL;
+}
+
+/*
+ * A thread's requests through one client share one connection: 20 requests, an answered failure
+ * and the controls' own requests between them (another client on the same thread), no new
+ * handshake. A second thread opens its own; a second client on the first thread opens one and
+ * keeps it, and the first client's stays; freeing a client ends its connection on this thread,
+ * so a new client starts afresh.
+ */
+static void test_connection_reuse(void **state)
+{
+        struct tsr_kube_client *c = fake_client(), *other = fake_client();
+        struct reuse_thread t = {c, 0};
+        pthread_t th;
+        long n0;
+
+        (void)state;
+        assert_int_equal(tsr_kube_client_get(c, IT_PATH, NULL, NULL, NULL), 0);
+        n0 = fake_connections();
+        for (int i = 0; i < 20; i++)
+                assert_int_equal(tsr_kube_client_get(c, IT_PATH, NULL, NULL, NULL), 0);
+        json_decref(fake_control(&fake, "fail",
+                                 "{\"status\":500,\"count\":1,\"match\":\"instancetypes\"}"));
+        assert_int_equal(tsr_kube_client_get(c, IT_PATH, NULL, NULL, NULL), TSR_EIO);
+        assert_int_equal(tsr_kube_client_get(c, IT_PATH, NULL, NULL, NULL), 0);
+        assert_int_equal(fake_connections(), n0);
+
+        assert_int_equal(pthread_create(&th, NULL, five_gets, &t), 0);
+        pthread_join(th, NULL);
+        assert_int_equal(t.failures, 0);
+        assert_int_equal(fake_connections(), n0 + 1);
+
+        assert_int_equal(tsr_kube_client_get(other, IT_PATH, NULL, NULL, NULL), 0);
+        assert_int_equal(tsr_kube_client_get(c, IT_PATH, NULL, NULL, NULL), 0);
+        assert_int_equal(tsr_kube_client_get(other, IT_PATH, NULL, NULL, NULL), 0);
+        assert_int_equal(fake_connections(), n0 + 2);
+        tsr_kube_client_free(other);
+        tsr_kube_client_free(c);
+        c = fake_client();
+        assert_int_equal(tsr_kube_client_get(c, IT_PATH, NULL, NULL, NULL), 0);
+        assert_int_equal(fake_connections(), n0 + 3);
+        tsr_kube_client_free(c);
+}
+
 static void test_kubeconfig_end_to_end(void **state)
 {
         struct tsr_kube_config cfg;
@@ -900,6 +966,7 @@ int main(void)
             cmocka_unit_test(test_client_certificate),
             cmocka_unit_test(test_tls),
             cmocka_unit_test(test_retry_after),
+            cmocka_unit_test(test_connection_reuse),
             cmocka_unit_test(test_kubeconfig_end_to_end),
         };
         int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -324,7 +324,7 @@ class Store:
         self.log = collections.deque(maxlen=LOG_MAX)  # the API requests, oldest first
         self.seq = 0
         self.stats = {"lists": {}, "watches": {}, "active_watches": 0, "auth_failures": 0,
-                      "requests": 0, "last_token": "", "relists": 0, "gone_sent": 0,
+                      "requests": 0, "connections": 0, "last_token": "", "relists": 0, "gone_sent": 0,
                       "dropped": 0, "patch_types": {}, "last_patch_type": ""}
 
     def bump(self, what, res):
@@ -776,6 +776,8 @@ class Handler(BaseHTTPRequestHandler):
             self.handshake_failed = True
         else:
             self.handshake_failed = False
+            with STORE.cond:
+                STORE.stats["connections"] += 1  # TLS connections made
         super().setup()
 
     def handle(self):
