@@ -13,6 +13,7 @@
 #include "controller/controller.h"
 #include "controller/managed_nodes.h"
 #include "controller/workload_index.h"
+#include "controller/workqueue.h"
 #include "kube/cache.h"
 
 #include <jansson.h>
@@ -68,6 +69,7 @@ struct tsr_controller {
         /* counters */
         atomic_ulong reconciles[CTL_N_KINDS], failures[CTL_N_KINDS];
         atomic_ulong verdicts_ready, verdicts_retry, verdicts_unchanged;
+        atomic_ulong verdict_snapshots; /* snapshots judged: each read its nodes' Pods once */
         atomic_ulong applies, deletes, events;
         /* webhook_certs.c: the Secret and Service split from the config ("" cert_ns: off), the
          * configurations' names; [0] the serving certificate, [1] the CA */
@@ -142,7 +144,12 @@ int ctl_instances_drained(struct tsr_controller *c, const char *cq);
 /* Keeps the webhook's Secret and the caBundles (webhook_certs.c); *requeue_ms: the next look
  * (the earlier of a renewal and the resync). */
 int ctl_webhook_certs_reconcile(struct tsr_controller *c, unsigned *requeue_ms);
-/* Judges ns/name (a Retry is looked at again when Kueue reserves quota for it again). */
-int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name);
+/*
+ * Judges the Workloads of the n keys ("workload/<ns>/<name>") together, one snapshot per
+ * ClusterQueue (a Retry is looked at again when Kueue reserves quota for it again); rc[i]
+ * receives key i's result (0: done with it, else retried after its backoff).
+ */
+void ctl_workloads_reconcile(struct tsr_controller *c, char (*keys)[TSR_WORKQUEUE_KEY_MAX],
+                             size_t n, int *rc);
 
 #endif

@@ -37,6 +37,7 @@
 #include "kube/cache.h"
 #include "kube/client.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,12 +176,14 @@ struct workloads {
         json_t **obj; /* obj[i]: the object w[i] was read from */
         struct tsr_snapshot_workload *w;
         size_t n;
+        size_t *of_entry; /* of_entry[e]: the index's entry e as w[i], SIZE_MAX: malformed */
 };
 
 static void workloads_release(struct workloads *ws)
 {
         free(ws->w);
         free(ws->obj);
+        free(ws->of_entry);
         memset(ws, 0, sizeof(*ws));
 }
 
@@ -194,13 +197,15 @@ static int workloads_load(struct tsr_controller *c, struct workloads *ws)
                 return rc;
         ws->w = calloc(x->n + 1, sizeof(*ws->w));
         ws->obj = calloc(x->n + 1, sizeof(*ws->obj));
-        if (!ws->w || !ws->obj) {
+        ws->of_entry = calloc(x->n + 1, sizeof(*ws->of_entry));
+        if (!ws->w || !ws->obj || !ws->of_entry) {
                 workloads_release(ws);
                 return TSR_ENOMEM;
         }
         for (size_t i = 0; i < x->n; i++) {
                 const struct tsr_kueue_workload *k = x->v[i].parsed;
 
+                ws->of_entry[i] = k ? ws->n : SIZE_MAX;
                 if (!k)
                         continue; /* malformed: not judged, not counted */
                 ws->obj[ws->n] = x->v[i].obj;
@@ -245,22 +250,24 @@ static json_t *node_pods(struct tsr_controller *c, const char *node, struct tsr_
         return items;
 }
 
-/* Whether the judged Workload names node in one of its PodSets' domains. */
-static bool named(const struct tsr_snapshot_workload *w, const char *node)
+/* Whether a judged Workload names node in one of its PodSets' domains. */
+static bool named(const struct tsr_snapshot_workload *const *targets, size_t n, const char *node)
 {
-        for (size_t p = 0; p < w->n_podsets; p++)
-                for (size_t d = 0; d < w->podsets[p].n_domains; d++)
-                        if (!strcmp(w->podsets[p].domains[d].node, node))
-                                return true;
+        for (size_t t = 0; t < n; t++)
+                for (size_t p = 0; p < targets[t]->n_podsets; p++)
+                        for (size_t d = 0; d < targets[t]->podsets[p].n_domains; d++)
+                                if (!strcmp(targets[t]->podsets[p].domains[d].node, node))
+                                        return true;
         return false;
 }
 
-/* Whether every PodSet of w has a hostname-level assignment. */
-static bool all_placed(const struct tsr_snapshot_workload *w)
+/* Whether every PodSet of every judged Workload has a hostname-level assignment. */
+static bool all_placed(const struct tsr_snapshot_workload *const *targets, size_t n)
 {
-        for (size_t p = 0; p < w->n_podsets; p++)
-                if (!w->podsets[p].n_domains)
-                        return false;
+        for (size_t t = 0; t < n; t++)
+                for (size_t p = 0; p < targets[t]->n_podsets; p++)
+                        if (!targets[t]->podsets[p].n_domains)
+                                return false;
         return true;
 }
 
@@ -285,13 +292,16 @@ static void pool_nodes_release(struct pool_nodes *pn)
 }
 
 /*
- * Fills pn with the nodes of pool p that target needs, and *product with the pool's model.
+ * Fills pn with the nodes of the pool of ClusterQueue cq that the n targets need (those they
+ * name, or the whole pool when one of them names none), and *product with the pool's model.
  * Returns 0, TSR_ENOTFOUND (no such accelerated pool), or an error reading Pods, with diag.
  */
-static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nodes,
-                           const struct tsr_snapshot_workload *target, struct pool_nodes *pn,
-                           const struct tsr_product **product, struct tsr_diag *diag)
+static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nodes, const char *cq,
+                           const struct tsr_snapshot_workload *const *targets, size_t n_targets,
+                           struct pool_nodes *pn, const struct tsr_product **product,
+                           struct tsr_diag *diag)
 {
+        bool whole_pool = !all_placed(targets, n_targets);
         struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
         struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
         int *node_flavor = calloc(nodes->n + 1, sizeof(*node_flavor));
@@ -309,12 +319,12 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
         }
         rc = tsr_chain_pools(nodes->chain, nodes->n, pools, TSR_CHAIN_POOLS_MAX, &np, diag);
         for (size_t i = 0; !rc && i < np; i++)
-                if (!strcmp(pools[i].name, target->cluster_queue) && pools[i].product)
+                if (!strcmp(pools[i].name, cq) && pools[i].product)
                         pool = &pools[i];
         if (!rc && !pool)
-                rc = tsr_diag_set(diag, TSR_ENOTFOUND,
-                                  "ClusterQueue %s is no accelerated pool of the managed nodes",
-                                  target->cluster_queue);
+                rc =
+                    tsr_diag_set(diag, TSR_ENOTFOUND,
+                                 "ClusterQueue %s is no accelerated pool of the managed nodes", cq);
         if (!rc)
                 rc = tsr_chain_flavors(nodes->chain, nodes->n, pool, flavors, TSR_CHAIN_FLAVORS_MAX,
                                        &nf, node_flavor, diag);
@@ -324,7 +334,7 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
                 json_t *pods, *pod;
                 size_t k;
 
-                if (node_flavor[i] < 0 || (all_placed(target) && !named(target, n->name)))
+                if (node_flavor[i] < 0 || (!whole_pool && !named(targets, n_targets, n->name)))
                         continue;
                 pods = node_pods(c, n->name, diag);
                 if (!pods) {
@@ -395,70 +405,141 @@ static int write_verdict(struct tsr_controller *c, json_t *obj,
         return rc;
 }
 
-int ctl_workload_reconcile(struct tsr_controller *c, const char *ns, const char *name)
+/* Writes and records the verdict v on target (its cached object obj); 0 or the write's error. */
+static int give_verdict(struct tsr_controller *c, json_t *obj,
+                        const struct tsr_snapshot_workload *target,
+                        const struct tsr_admit_verdict *v, const char *key)
 {
-        struct workloads ws = {0};
-        const struct ctl_nodes *nodes = NULL;
-        struct pool_nodes pn = {0};
-        const struct tsr_snapshot_workload *target = NULL;
-        const struct tsr_product *product = NULL;
-        struct tsr_admit_verdict v;
         struct tsr_diag diag;
-        json_t *obj = NULL;
-        char key[600];
         int rc;
 
-        tsr_diag_clear(&diag);
-        snprintf(key, sizeof(key), "%s/%s", ns, name);
-        rc = workloads_load(c, &ws);
-        for (size_t i = 0; !rc && i < ws.n; i++)
-                if (!strcmp(ws.w[i].ns, ns) && !strcmp(ws.w[i].name, name)) {
-                        target = &ws.w[i];
-                        obj = ws.obj[i];
-                }
-        /* gone, not judged now, or answered Ready already and the cache does not show it yet */
-        if (rc || !target || !tsr_admit_snapshot_judges(target) ||
-            json_object_get(c->verdicts, key))
-                goto out;
-        nodes = ctl_nodes_view(c, &diag);
-        rc = nodes ? pool_nodes_load(c, nodes, target, &pn, &product, &diag) : TSR_ENOMEM;
-        if (rc == TSR_ENOTFOUND) {
-                tsr_log(TSR_LOG_WARN, "Workload not judged", "workload", key, "error", diag.msg,
-                        NULL);
-                rc = 0;
-                goto out;
-        }
-        if (!rc)
-                rc = tsr_admit_snapshot_judge(product, pn.v, pn.n, ws.w, ws.n, target, &v, &diag);
-        if (rc) {
-                tsr_log(TSR_LOG_WARN, "Workload not judged: the ledger is not ready", "workload",
-                        key, "error", diag.msg, NULL);
-                goto out;
-        }
-        if (target->has_check && target->check == v.state &&
-            !strcmp(target->check_message, v.message)) {
+        if (target->has_check && target->check == v->state &&
+            !strcmp(target->check_message, v->message)) {
                 atomic_fetch_add(&c->verdicts_unchanged, 1);
-                goto out;
+                return 0;
         }
-        rc = write_verdict(c, obj, target, &v, &diag);
+        tsr_diag_clear(&diag);
+        rc = write_verdict(c, obj, target, v, &diag);
         if (rc) {
                 tsr_log(rc == TSR_ESTALE ? TSR_LOG_DEBUG : TSR_LOG_WARN, "verdict not written",
                         "workload", key, "error", diag.msg, NULL);
-                goto out;
+                return rc;
         }
-        atomic_fetch_add(v.state == TSR_CHECK_READY ? &c->verdicts_ready : &c->verdicts_retry, 1);
-        if (v.state == TSR_CHECK_READY)
+        atomic_fetch_add(v->state == TSR_CHECK_READY ? &c->verdicts_ready : &c->verdicts_retry, 1);
+        if (v->state == TSR_CHECK_READY)
                 json_object_set_new(c->verdicts, key,
                                     json_pack("{s:s?, s:I}", "uid", ctl_meta_str(obj, "uid"), "at",
                                               (json_int_t)mono_ms()));
         else
                 json_object_del(c->verdicts, key);
         tsr_log(TSR_LOG_INFO, "verdict", "workload", key, "uid", ctl_meta_str(obj, "uid"), "state",
-                tsr_check_state_name(v.state), "message", v.message, NULL);
-        ctl_event(c, obj, v.state == TSR_CHECK_READY ? "Normal" : "Warning",
-                  v.state == TSR_CHECK_READY ? "NodeDevicesReady" : "NodeDevicesRetry", v.message);
+                tsr_check_state_name(v->state), "message", v->message, NULL);
+        ctl_event(c, obj, v->state == TSR_CHECK_READY ? "Normal" : "Warning",
+                  v->state == TSR_CHECK_READY ? "NodeDevicesReady" : "NodeDevicesRetry",
+                  v->message);
+        return 0;
+}
+
+/*
+ * Judges the m keys group[0..m) of ClusterQueue cq (keys[t] names ws->w[at[t]]; the group in the
+ * order the keys were queued) against one snapshot: their nodes' Pods read once, the inflight
+ * Workloads charged once, and each Ready written charged before the next is judged. rc[t]
+ * receives each one's result.
+ */
+static void judge_group(struct tsr_controller *c, const struct ctl_nodes *nodes,
+                        struct workloads *ws, const char *cq, const size_t *at,
+                        char (*keys)[TSR_WORKQUEUE_KEY_MAX], const size_t *group, size_t m, int *rc)
+{
+        const struct tsr_snapshot_workload **targets = calloc(m + 1, sizeof(*targets));
+        const struct tsr_product *product = NULL;
+        struct tsr_admit_snapshot *s = NULL;
+        struct pool_nodes pn = {0};
+        struct tsr_diag diag;
+        int err = targets ? 0 : TSR_ENOMEM;
+
+        tsr_diag_clear(&diag);
+        for (size_t g = 0; targets && g < m; g++)
+                targets[g] = &ws->w[at[group[g]]];
+        if (!err)
+                err = pool_nodes_load(c, nodes, cq, targets, m, &pn, &product, &diag);
+        if (err == TSR_ENOTFOUND) {
+                for (size_t g = 0; g < m; g++) {
+                        tsr_log(TSR_LOG_WARN, "Workload not judged", "workload", keys[group[g]] + 9,
+                                "error", diag.msg, NULL);
+                        rc[group[g]] = 0;
+                }
+                goto out;
+        }
+        if (!err)
+                err = tsr_admit_snapshot_new(product, pn.v, pn.n, ws->w, ws->n, cq, &s, &diag);
+        if (!err)
+                atomic_fetch_add(&c->verdict_snapshots, 1);
+        for (size_t g = 0; g < m; g++) {
+                const char *key = keys[group[g]] + 9; /* "ns/name" */
+                struct tsr_admit_verdict v;
+                int *r = &rc[group[g]];
+
+                *r = err ? err : tsr_admit_snapshot_verdict(s, targets[g], &v, &diag);
+                if (*r) {
+                        tsr_log(TSR_LOG_WARN, "Workload not judged: the ledger is not ready",
+                                "workload", key, "error", diag.msg, NULL);
+                        continue;
+                }
+                *r = give_verdict(c, ws->obj[at[group[g]]], targets[g], &v, key);
+                /* A Ready written: the next verdicts find its accelerators taken. */
+                if (!*r && v.state == TSR_CHECK_READY && json_object_get(c->verdicts, key))
+                        *r = tsr_admit_snapshot_charge(s, targets[g], &diag);
+        }
 out:
+        tsr_admit_snapshot_free(s);
         pool_nodes_release(&pn);
+        free(targets);
+}
+
+void ctl_workloads_reconcile(struct tsr_controller *c, char (*keys)[TSR_WORKQUEUE_KEY_MAX],
+                             size_t n, int *rc)
+{
+        struct workloads ws = {0};
+        const struct ctl_nodes *nodes = NULL;
+        size_t *at = calloc(n + 1, sizeof(*at)), *group = calloc(n + 1, sizeof(*group));
+        bool *done = calloc(n + 1, sizeof(*done));
+        struct tsr_diag diag;
+        int err;
+
+        tsr_diag_clear(&diag);
+        err = at && group && done ? workloads_load(c, &ws) : TSR_ENOMEM;
+        if (!err && !(nodes = ctl_nodes_view(c, &diag)))
+                err = TSR_ENOMEM;
+        for (size_t t = 0; t < n; t++) {
+                rc[t] = err;
+                if (err)
+                        continue;
+                /* "workload/<ns>/<name>": judged unless gone, not waiting for the check, or
+                 * answered Ready already while the cache does not show it yet */
+                const struct ctl_workload_entry *e =
+                    ctl_workload_index_find(&c->workloads, keys[t] + 9);
+                size_t i = e ? ws.of_entry[e - c->workloads.v] : SIZE_MAX;
+
+                at[t] = i;
+                done[t] = i == SIZE_MAX || !tsr_admit_snapshot_judges(&ws.w[i]) ||
+                          json_object_get(c->verdicts, keys[t] + 9);
+        }
+        /* One snapshot per ClusterQueue. */
+        for (size_t t = 0; !err && t < n; t++) {
+                const char *cq = ws.w[at[t]].cluster_queue;
+                size_t m = 0;
+
+                if (done[t])
+                        continue;
+                for (size_t u = t; u < n; u++)
+                        if (!done[u] && !strcmp(ws.w[at[u]].cluster_queue, cq)) {
+                                group[m++] = u;
+                                done[u] = true;
+                        }
+                judge_group(c, nodes, &ws, cq, at, keys, group, m, rc);
+        }
         workloads_release(&ws);
-        return rc;
+        free(at);
+        free(group);
+        free(done);
 }

@@ -22,6 +22,12 @@ static int key_is(const void *key, const void *entry)
         return strcmp(key, ((const struct ctl_workload_entry *)entry)->key);
 }
 
+const struct ctl_workload_entry *ctl_workload_index_find(const struct ctl_workload_index *x,
+                                                         const char *key)
+{
+        return x->n ? bsearch(key, x->v, x->n, sizeof(*x->v), key_is) : NULL;
+}
+
 static void entry_release(struct ctl_workload_entry *e)
 {
         free(e->key);

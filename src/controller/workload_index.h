@@ -44,6 +44,10 @@ struct ctl_workload_index {
  */
 int ctl_workload_index_refresh(struct ctl_workload_index *x, struct tsr_kube_cache *cache);
 
+/* The entry of key ("ns/name"), or NULL. */
+const struct ctl_workload_entry *ctl_workload_index_find(const struct ctl_workload_index *x,
+                                                         const char *key);
+
 /* Frees everything x holds; x is empty after (a refresh builds it again). */
 void ctl_workload_index_release(struct ctl_workload_index *x);
 

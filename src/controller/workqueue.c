@@ -314,6 +314,35 @@ bool tsr_workqueue_get(struct tsr_workqueue *q, char *key)
         return true;
 }
 
+size_t tsr_workqueue_take_matching(struct tsr_workqueue *q, const char *prefix,
+                                   char (*keys)[TSR_WORKQUEUE_KEY_MAX], size_t max)
+{
+        struct timespec next;
+        size_t taken = 0, kept = 0, len = strlen(prefix);
+        int flags, failures;
+
+        pthread_mutex_lock(&q->mu);
+        if (!q->shut)
+                promote_due(q, &next);
+        for (size_t i = 0; i < q->n; i++) {
+                char *k = q->fifo[q->head + i];
+
+                if (q->shut || taken == max || strncmp(k, prefix, len)) {
+                        q->fifo[q->head + kept++] = k; /* stays, in its order */
+                        continue;
+                }
+                state_of(q, k, &flags, &failures);
+                set_state(q, k, (flags & ~WAITING) | PROCESSING, failures);
+                strcpy(keys[taken++], k);
+                free(k);
+        }
+        q->n = kept;
+        if (!q->n)
+                q->head = 0;
+        pthread_mutex_unlock(&q->mu);
+        return taken;
+}
+
 void tsr_workqueue_done(struct tsr_workqueue *q, const char *key)
 {
         int flags, failures;

@@ -49,6 +49,14 @@ unsigned tsr_workqueue_failures(struct tsr_workqueue *q, const char *key);
  */
 bool tsr_workqueue_get(struct tsr_workqueue *q, char *key);
 
+/*
+ * Without waiting, hands out up to max keys waiting now that start with prefix, oldest first, as
+ * tsr_workqueue_get would one by one (each processing until tsr_workqueue_done); the other keys
+ * keep their places. Returns how many were copied into keys (0 once shut down).
+ */
+size_t tsr_workqueue_take_matching(struct tsr_workqueue *q, const char *prefix,
+                                   char (*keys)[TSR_WORKQUEUE_KEY_MAX], size_t max);
+
 /* Ends the processing of key; queues it again if it was added meanwhile. */
 void tsr_workqueue_done(struct tsr_workqueue *q, const char *key);
 

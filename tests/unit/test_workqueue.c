@@ -85,6 +85,53 @@ static void test_dirty_while_processing(void **state)
         tsr_workqueue_free(q);
 }
 
+/*
+ * A batch takes the waiting keys of a prefix, oldest first, up to its size; the others keep their
+ * order; a key taken is processing (added again it waits for done, once); a delayed key joins a
+ * batch only once due.
+ */
+static void test_take_matching(void **state)
+{
+        struct tsr_workqueue *q = tsr_workqueue_new(0, 0);
+        char keys[3][TSR_WORKQUEUE_KEY_MAX], key[TSR_WORKQUEUE_KEY_MAX];
+
+        (void)state;
+        tsr_workqueue_add(q, "workload/a");
+        tsr_workqueue_add(q, "chain");
+        tsr_workqueue_add(q, "workload/b");
+        tsr_workqueue_add(q, "workload/c");
+        tsr_workqueue_add(q, "node/x");
+        tsr_workqueue_add(q, "workload/d");
+        tsr_workqueue_add_after(q, "workload/e", 60000);
+        assert_int_equal(tsr_workqueue_take_matching(q, "workload/", keys, 2), 2);
+        assert_string_equal(keys[0], "workload/a");
+        assert_string_equal(keys[1], "workload/b");
+        assert_int_equal(tsr_workqueue_len(q), 4);
+        tsr_workqueue_add(q, "workload/a"); /* processing: dirty, not waiting */
+        assert_int_equal(tsr_workqueue_len(q), 4);
+        assert_int_equal(tsr_workqueue_take_matching(q, "workload/", keys, 3), 2);
+        assert_string_equal(keys[0], "workload/c");
+        assert_string_equal(keys[1], "workload/d");
+        assert_int_equal(tsr_workqueue_take_matching(q, "workload/", keys, 3), 0);
+        assert_true(tsr_workqueue_get(q, key));
+        assert_string_equal(key, "chain");
+        assert_true(tsr_workqueue_get(q, key));
+        assert_string_equal(key, "node/x");
+        for (const char *const *k =
+                 (const char *const[]){"chain", "node/x", "workload/a", "workload/b", "workload/c",
+                                       "workload/d", NULL};
+             *k; k++)
+                tsr_workqueue_done(q, *k);
+        assert_int_equal(tsr_workqueue_len(q), 1); /* workload/a, added while processing */
+        assert_int_equal(tsr_workqueue_take_matching(q, "workload/", keys, 3), 1);
+        assert_string_equal(keys[0], "workload/a");
+        tsr_workqueue_done(q, "workload/a");
+        tsr_workqueue_shutdown(q);
+        tsr_workqueue_add(q, "workload/f");
+        assert_int_equal(tsr_workqueue_take_matching(q, "workload/", keys, 3), 0);
+        tsr_workqueue_free(q);
+}
+
 static void test_delays(void **state)
 {
         struct tsr_workqueue *q = tsr_workqueue_new(0, 0);
@@ -212,9 +259,10 @@ static void test_concurrent(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_dedup),    cmocka_unit_test(test_dirty_while_processing),
-            cmocka_unit_test(test_delays),   cmocka_unit_test(test_rate_limited),
-            cmocka_unit_test(test_shutdown), cmocka_unit_test(test_concurrent),
+            cmocka_unit_test(test_dedup),         cmocka_unit_test(test_dirty_while_processing),
+            cmocka_unit_test(test_delays),        cmocka_unit_test(test_rate_limited),
+            cmocka_unit_test(test_shutdown),      cmocka_unit_test(test_concurrent),
+            cmocka_unit_test(test_take_matching),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
