@@ -273,10 +273,11 @@ static bool all_placed(const struct tsr_snapshot_workload *const *targets, size_
 
 /* The pool's snapshot nodes, with their Pods read (pods[i] owned). */
 struct pool_nodes {
-        struct tsr_snapshot_node *v;
-        json_t **pods; /* one array per node */
+        struct tsr_snapshot_node *v; /* v[i].flavor points into flavors */
+        json_t **pods;               /* one array per node */
         json_t ***pod_ptrs;
         size_t n;
+        struct tsr_chain_flavor *flavors; /* the pool's, TSR_CHAIN_FLAVORS_MAX of them */
 };
 
 static void pool_nodes_release(struct pool_nodes *pn)
@@ -288,6 +289,7 @@ static void pool_nodes_release(struct pool_nodes *pn)
         free(pn->v);
         free(pn->pods);
         free(pn->pod_ptrs);
+        free(pn->flavors);
         memset(pn, 0, sizeof(*pn));
 }
 
@@ -303,7 +305,6 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
 {
         bool whole_pool = !all_placed(targets, n_targets);
         struct tsr_chain_pool pools[TSR_CHAIN_POOLS_MAX];
-        struct tsr_chain_flavor flavors[TSR_CHAIN_FLAVORS_MAX];
         int *node_flavor = calloc(nodes->n + 1, sizeof(*node_flavor));
         const struct tsr_chain_pool *pool = NULL;
         size_t np = 0, nf = 0;
@@ -313,7 +314,9 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
         pn->v = calloc(nodes->n + 1, sizeof(*pn->v));
         pn->pods = calloc(nodes->n + 1, sizeof(*pn->pods));
         pn->pod_ptrs = calloc(nodes->n + 1, sizeof(*pn->pod_ptrs));
-        if (!node_flavor || !pn->v || !pn->pods || !pn->pod_ptrs) {
+        /* on the heap: the snapshot nodes' flavor names point into it after this returns */
+        pn->flavors = calloc(TSR_CHAIN_FLAVORS_MAX, sizeof(*pn->flavors));
+        if (!node_flavor || !pn->v || !pn->pods || !pn->pod_ptrs || !pn->flavors) {
                 rc = tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
                 goto out;
         }
@@ -326,8 +329,8 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
                     tsr_diag_set(diag, TSR_ENOTFOUND,
                                  "ClusterQueue %s is no accelerated pool of the managed nodes", cq);
         if (!rc)
-                rc = tsr_chain_flavors(nodes->chain, nodes->n, pool, flavors, TSR_CHAIN_FLAVORS_MAX,
-                                       &nf, node_flavor, diag);
+                rc = tsr_chain_flavors(nodes->chain, nodes->n, pool, pn->flavors,
+                                       TSR_CHAIN_FLAVORS_MAX, &nf, node_flavor, diag);
         for (size_t i = 0; !rc && i < nodes->n; i++) {
                 const struct ctl_node *n = &nodes->v[i];
                 struct tsr_snapshot_node *sn = &pn->v[pn->n];
@@ -351,7 +354,7 @@ static int pool_nodes_load(struct tsr_controller *c, const struct ctl_nodes *nod
                 json_array_foreach(pods, k, pod) pn->pod_ptrs[pn->n][k] = pod;
                 sn->name = n->name;
                 sn->present = true;
-                sn->flavor = flavors[node_flavor[i]].name;
+                sn->flavor = pn->flavors[node_flavor[i]].name;
                 sn->product = n->chain.product;
                 sn->caps = n->caps;
                 sn->n = n->chain.accel_count;

@@ -57,7 +57,8 @@ void ctl_workload_index_release(struct ctl_workload_index *x)
 static int entry_for(struct ctl_workload_index *x, struct ctl_workload_entry *old, size_t n_old,
                      const char *key, json_t *obj, struct ctl_workload_entry *e)
 {
-        struct ctl_workload_entry *was = bsearch(key, old, n_old, sizeof(*old), key_is);
+        struct ctl_workload_entry *was =
+            n_old ? bsearch(key, old, n_old, sizeof(*old), key_is) : NULL;
         int rc;
 
         if (was && was->obj == obj) {

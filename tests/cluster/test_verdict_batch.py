@@ -97,7 +97,7 @@ def run(t, tessera, cp):
              "the metrics count one Ready, three Retry, and the snapshots judged",
              {"ready": ready, "retry": retry, "snapshots": (snapshots, after)})
     finally:
-        t.ok(ctl.stop() == 0, "the controller exits 0 on SIGTERM", ctl.log(20))
+        t.ok(ctl.stop() == 0, "the controller exits 0 on SIGTERM", ctl.log(120))
 
 
 def main():
