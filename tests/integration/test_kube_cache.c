@@ -106,15 +106,7 @@ static struct fake_apiserver F;
 static struct world R = {.real = &C}, FW = {.fake = &F};
 
 /* Polls expr every 10 ms for up to WAIT_MS; fails the test with what when it stays false. */
-#define EVENTUALLY(expr, what)                                                                     \
-        do {                                                                                       \
-                long deadline_ = now_ms() + WAIT_MS;                                               \
-                while (!(expr)) {                                                                  \
-                        if (now_ms() > deadline_)                                                  \
-                                fail_msg("not within %d ms: %s", WAIT_MS, what);                   \
-                        sleep_ms(10);                                                              \
-                }                                                                                  \
-        } while (0)
+#define EVENTUALLY(expr, what) EVENTUALLY_WITHIN(expr, WAIT_MS, what)
 
 /* ---- writes, through the world's server ------------------------------------------------------ */
 

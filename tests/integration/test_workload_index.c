@@ -34,15 +34,7 @@ static struct cluster_apiserver C;
 static struct tsr_kube_client *client;
 static struct tsr_kube_cache *cache;
 
-#define EVENTUALLY(expr, what)                                                                     \
-        do {                                                                                       \
-                long deadline_ = now_ms() + WAIT_MS;                                               \
-                while (!(expr)) {                                                                  \
-                        if (now_ms() > deadline_)                                                  \
-                                fail_msg("not within %d ms: %s", WAIT_MS, what);                   \
-                        sleep_ms(10);                                                              \
-                }                                                                                  \
-        } while (0)
+#define EVENTUALLY(expr, what) EVENTUALLY_WITHIN(expr, WAIT_MS, what)
 
 /* A Workload of one PodSet "main" of count Pods asking for one GPU. */
 static void create_workload(const char *name, int count)

@@ -14,4 +14,18 @@ long now_ms(void);
 /* Sleeps about ms milliseconds. */
 void sleep_ms(long ms);
 
+/*
+ * Polls expr every 10 ms for up to wait_ms; fails the running cmocka test with what when it stays
+ * false (the including file has cmocka.h).
+ */
+#define EVENTUALLY_WITHIN(expr, wait_ms, what)                                                     \
+        do {                                                                                       \
+                long deadline_ = now_ms() + (wait_ms);                                             \
+                while (!(expr)) {                                                                  \
+                        if (now_ms() > deadline_)                                                  \
+                                fail_msg("not within %d ms: %s", (int)(wait_ms), what);            \
+                        sleep_ms(10);                                                              \
+                }                                                                                  \
+        } while (0)
+
 #endif
