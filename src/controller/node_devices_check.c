@@ -529,11 +529,12 @@ void ctl_workloads_reconcile(struct tsr_controller *c, char (*keys)[TSR_WORKQUEU
         }
         /* One snapshot per ClusterQueue. */
         for (size_t t = 0; !err && t < n; t++) {
-                const char *cq = ws.w[at[t]].cluster_queue;
+                const char *cq;
                 size_t m = 0;
 
                 if (done[t])
-                        continue;
+                        continue; /* at[t] may be SIZE_MAX: a Workload gone or malformed */
+                cq = ws.w[at[t]].cluster_queue;
                 for (size_t u = t; u < n; u++)
                         if (!done[u] && !strcmp(ws.w[at[u]].cluster_queue, cq)) {
                                 group[m++] = u;

@@ -23,6 +23,7 @@ class Daemon:
     def __init__(self, argv, env=None):
         self.argv = argv
         self.lines = []
+        self.ended_by_test = False  # stop() or kill() ended it, not the daemon itself
         full = dict(os.environ)
         full.update(env or {})
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -45,6 +46,7 @@ class Daemon:
     def stop(self, timeout=15):
         """SIGTERM and the exit status (None when it had to be killed)."""
         if self.proc.poll() is None:
+            self.ended_by_test = True
             self.proc.send_signal(signal.SIGTERM)
             try:
                 return self.proc.wait(timeout=timeout)
@@ -53,6 +55,25 @@ class Daemon:
                 self.proc.wait()
                 return None
         return self.proc.returncode
+
+    def kill(self):
+        """SIGKILL, as a crashed node would end it."""
+        self.ended_by_test = True
+        self.proc.send_signal(signal.SIGKILL)
+
+    def died(self):
+        """Its exit status when it ended on its own (a crash, a sanitizer's report, a lost
+        Lease) before the test stopped or killed it; None while it runs or when the test ended
+        it."""
+        rc = self.proc.poll()
+        return None if rc is None or self.ended_by_test else rc
+
+    def crash_report(self, last=40):
+        """The lines of its log that say why it ended: sanitizer reports and their first stack
+        frames, error-level lines; the last lines when none does."""
+        keep = [ln for ln in self.lines
+                if re.search(r"Sanitizer|runtime error|SUMMARY|^\s*#[0-9] |level=error", ln)]
+        return "\n".join((keep or self.lines)[-last:])
 
     def log(self, last=40):
         return "\n".join(self.lines[-last:])

@@ -37,7 +37,6 @@ Prints TAP.
 import glob
 import json
 import os
-import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -289,7 +288,7 @@ def case_leader(t, cp, ctls):
     names = ["l-ex-1", "l-ex-2", "l-s30-1", "l-s30-2", "l-s50-1", "l-s60-1"]
     limits = [whole(1), whole(2), slice_of(30), slice_of(30), slice_of(50), slice_of(60)]
     apply(cp, *[pod_doc(n, lim) for n, lim in zip(names, limits)])
-    leader.proc.send_signal(signal.SIGKILL)
+    leader.kill()
     leader.proc.wait()
     t.ok(eventually(lambda: holder(cp) == standby.identity, 30),
          "leader: killed right after six Pods are applied; the standby takes the Lease",

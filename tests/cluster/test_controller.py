@@ -22,7 +22,6 @@ controller's requests are all answered 2xx but the expected 404s and 409s. Print
 import glob
 import json
 import os
-import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -197,7 +196,7 @@ def run(t, tessera, cp):
              {"wl": check_state(workload_of(cp, "s4")), "pod": phase(cp, "s4")})
 
         # Killing the leader hands the Lease over; the standby judges the next Workload.
-        leader.proc.send_signal(signal.SIGKILL)
+        leader.kill()
         leader.proc.wait()
         took = eventually(lambda: holder(cp) == standby.identity, 30)
         t.ok(took, "the standby takes the Lease once the leader is killed", lease(cp))

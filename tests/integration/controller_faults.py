@@ -28,6 +28,9 @@ Checked, each with a check that fails when the controller misbehaves:
                refused 409 by its resourceVersion and retried, backing off, then written on
                the fresh copy's resourceVersion; every verdict write names uid and
                resourceVersion
+  gone         w1 deleted while its verdict's write is answered 404: the key that comes back
+               finds no Workload and is dropped (nothing more written for it; the ASan + UBSan
+               pass catches a batch that reads past its Workloads), and w2 is judged after it
   token        the token revoked mid-run: every request gets 401, /readyz turns 503 naming
                the refusal, nothing is written, requests back off; with the token valid again
                it is ready and acts on what changed meanwhile
@@ -487,6 +490,38 @@ def case_conflict(t, w):
          "every verdict write names the Workload's uid and resourceVersion", brief(every))
 
 
+def case_gone(t, w):
+    """A Workload deleted between its judgement and its verdict's write (answered 404): its key
+    comes back in a batch that no longer finds it and is dropped; the next one is judged."""
+    path = "%s/namespaces/%s/workloads/w1" % (KQ, NS)
+    w.control("fail", {"status": 404, "count": -1, "method": "PATCH", "match": path + "/status"})
+    s0 = w.seq()
+    w.start()
+    refused = eventually(lambda: [r for r in w.requests(s0) if r["method"] == "PATCH" and
+                                  r["path"] == path + "/status" and r["code"] == 404] and
+                         any("verdict not written" in x and "404" in x for x in w.lines), 20)
+    t.ok(refused, "w1's verdict write is answered 404, and the log says it was not written",
+         w.log(20))
+    w.api.request("DELETE", path)
+    w.control("unfail")
+    seen = len(w.lines)
+
+    def judged_gone():
+        return any("judging Workloads" in x and "first=workload/%s/w1" % NS in x
+                   for x in w.lines[seen:])
+    t.ok(eventually(judged_gone, 20) and w.ctl.alive(),
+         "its key comes back after the deletion (its backoff) and the batch drops it", w.log(20))
+    time.sleep(1.5)  # a judgement begun before the cache saw the deletion writes once more
+    s1 = w.seq()
+    time.sleep(2.5)
+    t.ok(not [r for r in writes(w.requests(s1)) if r["path"] == path + "/status"],
+         "then nothing more is written for the gone Workload", brief(writes(w.requests(s1))))
+    w.add_workload("w2")
+    t.ok(eventually(lambda: (w.check_state("w2") or {}).get("state") == "Retry", 30) and
+         w.ctl.alive(), "the next Workload is judged (Retry: the holder has the GPU)",
+         {"w2": w.check_state("w2"), "log": w.log(20)})
+
+
 def case_token(t, w):
     """The token revoked mid-run: 401s, not ready, no write, backoff; recovery."""
     if not w.start_settled(t):
@@ -531,7 +566,7 @@ def case_token(t, w):
 
 CASES = [("unlisted", case_unlisted, True), ("watch faults", case_watch_faults, True),
          ("ledger", case_ledger, True), ("conflict", case_conflict, True),
-         ("token", case_token, True)]
+         ("gone", case_gone, True), ("token", case_token, True)]
 
 
 def main():
