@@ -185,20 +185,19 @@ static void finish(struct tsr_controller *c, const char *key, enum ctl_kind kind
 
 /*
  * The Workloads waiting for the check are judged in batches: every workload key waiting when
- * one is handed out (up to WORKLOAD_BATCH) goes with it, so their nodes' Pods are read, and the
+ * one is handed out (up to CTL_WORKLOAD_BATCH) goes with it, so their nodes' Pods are read, and the
  * inflight Workloads charged, once for all of them.
  */
-#define WORKLOAD_BATCH 64
-
 static void judge_workloads(struct tsr_controller *c, const char *first)
 {
-        static char keys[WORKLOAD_BATCH][TSR_WORKQUEUE_KEY_MAX]; /* the worker's alone */
-        int rc[WORKLOAD_BATCH];
+        char(*keys)[TSR_WORKQUEUE_KEY_MAX] = c->batch;
+        int rc[CTL_WORKLOAD_BATCH];
         char count[24];
         size_t n;
 
         strcpy(keys[0], first);
-        n = 1 + tsr_workqueue_take_matching(c->queue, "workload/", keys + 1, WORKLOAD_BATCH - 1);
+        n = 1 +
+            tsr_workqueue_take_matching(c->queue, "workload/", keys + 1, CTL_WORKLOAD_BATCH - 1);
         snprintf(count, sizeof(count), "%zu", n);
         tsr_log(TSR_LOG_DEBUG, "judging Workloads", "count", count, "first", first, NULL);
         ctl_workloads_reconcile(c, keys, n, rc);

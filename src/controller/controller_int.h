@@ -43,6 +43,9 @@ enum ctl_kind {
         CTL_N_KINDS,
 };
 
+/* The most Workload keys judged in one batch (controller.c's judge_workloads). */
+#define CTL_WORKLOAD_BATCH 64
+
 /* The webhook Service's DNS names a serving certificate carries: name, name.ns, name.ns.svc,
  * name.ns.svc.cluster.local. */
 #define CTL_CERT_DNS_N 4
@@ -63,6 +66,7 @@ struct tsr_controller {
         unsigned long nodes_view_gen[CTL_NODES_VIEW_KINDS];
         bool nodes_view_built;
         struct ctl_workload_index workloads; /* node_devices_check.c's, the worker's alone */
+        char batch[CTL_WORKLOAD_BATCH][TSR_WORKQUEUE_KEY_MAX]; /* the worker's alone */
         /* instance_reconciler.c: "ns/name" -> the last signature seen, each map touched only by
          * its resource's change callbacks */
         json_t *seen_instances, *seen_instancetypes, *seen_clusterqueues;

@@ -41,6 +41,14 @@ static int by_name(const void *a, const void *b)
         return strcmp(((const struct ctl_node *)a)->name, ((const struct ctl_node *)b)->name);
 }
 
+/* Points e's chain node at e's own name, os and arch (again after e moved). */
+static void point_chain(struct ctl_node *e)
+{
+        e->chain.name = e->name;
+        e->chain.os = e->os;
+        e->chain.arch = e->arch;
+}
+
 /* Fills e from Node node and its Devices devices (both taken; devices NULL: CPU-only). */
 static int fill(struct ctl_node *e, json_t *node, json_t *devices)
 {
@@ -53,9 +61,7 @@ static int fill(struct ctl_node *e, json_t *node, json_t *devices)
         snprintf(e->name, sizeof(e->name), "%s", ctl_meta_str(node, "name"));
         label_or(node, TSR_CHAIN_OS_LABEL, "linux", e->os, sizeof(e->os));
         label_or(node, TSR_CHAIN_ARCH_LABEL, "amd64", e->arch, sizeof(e->arch));
-        e->chain.name = e->name;
-        e->chain.os = e->os;
-        e->chain.arch = e->arch;
+        point_chain(e);
         e->chain.cpu_milli = cpu_milli(node);
         e->caps = calloc(CTL_NODE_ACCELS_MAX, sizeof(*e->caps));
         if (!e->caps)
@@ -150,8 +156,11 @@ static int nodes_load(struct tsr_controller *c, struct ctl_nodes *out, struct ts
                 ctl_nodes_release(out);
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         }
-        for (i = 0; i < out->n; i++) /* after the sort: each points into its entry */
+        for (i = 0; i < out->n; i++) {
+                /* the sort moved the entries: their chain strings are pointed at them again */
+                point_chain(&out->v[i]);
                 out->chain[i] = out->v[i].chain;
+        }
         return 0;
 }
 

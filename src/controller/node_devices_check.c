@@ -482,6 +482,12 @@ static void judge_group(struct tsr_controller *c, const struct ctl_nodes *nodes,
                 struct tsr_admit_verdict v;
                 int *r = &rc[group[g]];
 
+                if (!atomic_load(&c->leading)) {
+                        /* the Lease lost mid-batch: a standby writes nothing (the rest come
+                         * back with the scan when this replica leads again) */
+                        *r = 0;
+                        continue;
+                }
                 *r = err ? err : tsr_admit_snapshot_verdict(s, targets[g], &v, &diag);
                 if (*r) {
                         tsr_log(TSR_LOG_WARN, "Workload not judged: the ledger is not ready",
@@ -489,9 +495,15 @@ static void judge_group(struct tsr_controller *c, const struct ctl_nodes *nodes,
                         continue;
                 }
                 *r = give_verdict(c, ws->obj[at[group[g]]], targets[g], &v, key);
-                /* A Ready written: the next verdicts find its accelerators taken. */
-                if (!*r && v.state == TSR_CHECK_READY && json_object_get(c->verdicts, key))
-                        *r = tsr_admit_snapshot_charge(s, targets[g], &diag);
+                if (*r || v.state != TSR_CHECK_READY)
+                        continue;
+                /* A Ready written: the next verdicts find its accelerators taken. Without the
+                 * charge (out of memory) the rest of the group is not judged on this snapshot:
+                 * they come back, judged on a fresh one. */
+                if (!json_object_get(c->verdicts, key))
+                        err = tsr_diag_set(&diag, TSR_ENOMEM, "out of memory");
+                else
+                        err = tsr_admit_snapshot_charge(s, targets[g], &diag);
         }
 out:
         tsr_admit_snapshot_free(s);

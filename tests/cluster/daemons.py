@@ -19,6 +19,14 @@ import chart
 from controlplane import eventually
 
 
+STARTED = []  # every Daemon made in this process, in order: died_since() reads it
+
+
+def died_since(mark):
+    """The daemons made after the first mark ones that ended on their own (died())."""
+    return [d for d in STARTED[mark:] if d.died() is not None]
+
+
 class Daemon:
     def __init__(self, argv, env=None):
         self.argv = argv
@@ -29,6 +37,7 @@ class Daemon:
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, env=full)
         threading.Thread(target=self._read, daemon=True).start()
+        STARTED.append(self)
 
     def _read(self):
         for line in self.proc.stderr:
@@ -56,10 +65,14 @@ class Daemon:
                 return None
         return self.proc.returncode
 
+    def signal(self, sig):
+        """Sends sig as the test's own act (an end it causes is not died())."""
+        self.ended_by_test = True
+        self.proc.send_signal(sig)
+
     def kill(self):
         """SIGKILL, as a crashed node would end it."""
-        self.ended_by_test = True
-        self.proc.send_signal(signal.SIGKILL)
+        self.signal(signal.SIGKILL)
 
     def died(self):
         """Its exit status when it ended on its own (a crash, a sanitizer's report, a lost

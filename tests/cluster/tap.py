@@ -40,19 +40,26 @@ class Tap:
 
 def on_control_plane(t, suite, body, **options):
     """Runs body(cp) on a fresh ControlPlane(suite, **options): its start-up time is noted, an
-    exception from the start-up or the body is one failed check with its traceback, and the
+    exception from the start-up or the body is one failed check with its traceback, a tessera
+    daemon (daemons.py) that ended on its own meanwhile is one failed check showing why, and the
     control plane is stopped, keeping its logs when any check of t failed."""
     from controlplane import ControlPlane
+    import daemons
 
     failed = True
     cp = ControlPlane(suite, **options)
+    mark = len(daemons.STARTED)
     try:
         cp.start()
         t.note("control plane up in %.1f s (%s)" % (cp.timings["total"], ", ".join(
             "%s %.1f s" % kv for kv in cp.timings.items() if kv[0] != "total")))
         body(cp)
-        failed = t.failed()
     except Exception:  # noqa: BLE001 - reported as a failed check
         t.crash(suite)
     finally:
+        died = daemons.died_since(mark)
+        t.ok(not died, "no tessera daemon ended on its own (a crash, a sanitizer's report)",
+             "\n".join("%s exited %s:\n%s" % (" ".join(d.argv[1:2]), d.died(),
+                                               d.crash_report()) for d in died))
+        failed = t.failed()
         cp.stop(failed=failed)

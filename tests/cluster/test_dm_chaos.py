@@ -399,7 +399,7 @@ def run(tessera, cp):
             for th in threads:
                 th.start()
             time.sleep(delay)
-            dm.proc.kill()
+            dm.kill()
             dm.proc.wait()
             stats["kills"] += 1
             for th in threads:

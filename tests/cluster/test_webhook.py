@@ -598,7 +598,7 @@ def check_kvcache(t, cp, k8s):
 
 def check_shutdown(t, cp, wh):
     t0 = time.monotonic()
-    wh.proc.send_signal(signal.SIGTERM)
+    wh.signal(signal.SIGTERM)
     t.ok(eventually(lambda: wh.probe("/readyz")[0] == 503, 2),
          "after SIGTERM: /readyz 503 while draining")
     r = cp.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",

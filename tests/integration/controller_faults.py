@@ -31,6 +31,9 @@ Checked, each with a check that fails when the controller misbehaves:
   gone         w1 deleted while its verdict's write is answered 404: the key that comes back
                finds no Workload and is dropped (nothing more written for it; the ASan + UBSan
                pass catches a batch that reads past its Workloads), and w2 is judged after it
+  node order   node-0 (arm64, CPU only) added after the first list, so the cache holds it after
+               node-a though its name sorts first: the pools keep each node's own arch (a
+               generic arm64 pool; the H100 pool amd64)
   token        the token revoked mid-run: every request gets 401, /readyz turns 503 naming
                the refusal, nothing is written, requests back off; with the token valid again
                it is ready and acts on what changed meanwhile
@@ -59,6 +62,7 @@ FAKE = os.path.join(ROOT, "tests", "peers", "fake_apiserver.py")
 GEN_CERTS = os.path.join(ROOT, "tests", "peers", "gen_certs.sh")
 
 KQ = "/apis/kueue.x-k8s.io/v1beta2"
+IT_API = "/apis/worker.gpustack.ai/v1alpha1"
 NS = "team-a"
 CHECK = "gpustack-node-devices"
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
@@ -522,6 +526,27 @@ def case_gone(t, w):
          {"w2": w.check_state("w2"), "log": w.log(20)})
 
 
+def case_node_order(t, w):
+    """A Node added after the first list, its name sorting first: each node keeps its own
+    os and arch in the pools derived from them."""
+    if not w.start_settled(t):
+        return
+    arm = node("node-0")
+    arm["metadata"]["labels"]["kubernetes.io/arch"] = "arm64"
+    w.api.create("/api/v1/nodes", arm)
+
+    def types():
+        return sorted(i["metadata"]["name"] for i in
+                      (w.get(IT_API + "/instancetypes") or {}).get("items", []))
+    got = eventually(lambda: "gpustack--generic-linux-arm64" in types() and types(), 30)
+    time.sleep(2)  # every pool derived from the new view is authored by then
+    got = got and types()
+    t.ok(got and "gpustack--nvidia-h100-80gb-hbm3-linux-amd64" in got and
+         not [n for n in got if "h100" in n and "arm64" in n],
+         "node-0 (arm64, CPU only) added after node-a (amd64, an H100): a generic arm64 pool, "
+         "the H100 pool still amd64 and none arm64", {"types": types(), "log": w.log(20)})
+
+
 def case_token(t, w):
     """The token revoked mid-run: 401s, not ready, no write, backoff; recovery."""
     if not w.start_settled(t):
@@ -566,7 +591,8 @@ def case_token(t, w):
 
 CASES = [("unlisted", case_unlisted, True), ("watch faults", case_watch_faults, True),
          ("ledger", case_ledger, True), ("conflict", case_conflict, True),
-         ("gone", case_gone, True), ("token", case_token, True)]
+         ("gone", case_gone, True), ("node order", case_node_order, True),
+         ("token", case_token, True)]
 
 
 def main():
