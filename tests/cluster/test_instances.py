@@ -33,10 +33,11 @@ and node-cpu (4 CPUs, no GPU); a RuntimeClass nvidia.
   inactive  the H100 InstanceType set inactive (its queue on Hold): a new Instance gets a Pod
             that waits in Kueue (scheduling-gated, phase Starting) and is not stopped; active
             again, it runs.
-  deleted   the H100 InstanceType deleted: the running Instance is stopped, and an Instance
+  deleted   the H100 InstanceType deleted (its ClusterQueue held by a finalizer of the test's,
+            so the teardown lasts): the running Instance is stopped, and an Instance
             created while the type tears down is stopped and never gets a Pod; once the
-            teardown completes the controller authors the type again and the stopped Instances
-            stay stopped.
+            test lets the queue go, the teardown completes, the controller authors the type
+            again and the stopped Instances stay stopped.
 Prints TAP.
 """
 import glob
@@ -355,9 +356,18 @@ def case_inactive(t, cp):
          "active again: it runs", why(cp, "waits"))
 
 
+HOLD = "tests.tessera/hold"
+
+
 def case_deleted(t, cp, ctl):
     it_path = API + "/instancetypes/" + H100
+    cq_path = KQ_API + "/clusterqueues/" + H100
     uid = (get(cp, it_path) or {}).get("metadata", {}).get("uid")
+    # The teardown ends once the type's ClusterQueue is gone: a finalizer of the test's holds
+    # the queue, so "late" below is created while the type still tears down, however fast the
+    # controller drains (a CI run once saw it finish in 1.2 s, before the create).
+    cp.api("PATCH", cq_path, [{"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}],
+           content_type="application/json-patch+json")
     r = cp.kubectl("delete", "instancetype", H100, "--wait=false")
     t.ok(r.returncode == 0 and eventually(
         lambda: (get(cp, it_path) or {}).get("metadata", {}).get("deletionTimestamp"), 10),
@@ -384,6 +394,15 @@ def case_deleted(t, cp, ctl):
              {"late": why(cp, "late"), "log": created})
         msgs = [e.get("message", "") for e in events_of(cp, "late", "Stopped")]
         t.ok(any(H100 in m for m in msgs), "late's Event names its type or queue", msgs)
+    held = get(cp, it_path) or {}
+    t.ok(held.get("metadata", {}).get("uid") == uid and
+         held["metadata"].get("deletionTimestamp"),
+         "while its ClusterQueue is held, the type still tears down (same uid)",
+         held.get("metadata"))
+    cq = get(cp, cq_path) or {"metadata": {}}
+    cp.api("PATCH", cq_path, [{"op": "remove", "path": "/metadata/finalizers/%d" %
+                               cq["metadata"].get("finalizers", []).index(HOLD)}],
+           content_type="application/json-patch+json")
     again = eventually(lambda: (get(cp, it_path) or {}).get("metadata", {}).get("uid")
                        not in (None, uid), 90)
     t.ok(again, "the teardown completes and the controller authors the InstanceType again",
