@@ -22,12 +22,16 @@
  * 1.3 on loopback, checked first like the fixed route; its rates are the ceiling an HTTPS server
  * reaches on this machine, and fold/nginx says how near the fold comes to it.
  *
+ * The server answers each review under a JSON arena (codec/json_arena.h), as `tessera webhook`
+ * does; --no-json-arena leaves jansson on malloc and free, to measure what the arena is worth.
+ *
  * Output: plain text, every number measured in this run. Exit status 1 when any request failed.
  * Speed targets belong here, never in the unit tests.
  */
 #include "bench_common.h"
 #include "base/diag.h"
 #include "base/err.h"
+#include "codec/json_arena.h"
 #include "codec/json_tree.h"
 #include "codec/admission_review.h"
 #include "webhook/dispatch.h"
@@ -739,6 +743,7 @@ struct options {
         const char *cert, *key, *ca;
         unsigned nginx_port; /* 0: no nginx to compare with */
         unsigned threads;
+        bool no_json_arena;
         double seconds, warmup;
         unsigned rounds;
         unsigned conc[CONC_MAX];
@@ -761,6 +766,7 @@ static void usage(FILE *f)
                 "  --concurrency LIST  client connections per point (default 1,4,16,64)\n"
                 "  --nginx-port P      also drive the fixed response nginx serves on\n"
                 "                      127.0.0.1:P (bench/run.sh --nginx starts one)\n"
+                "  --no-json-arena     jansson on malloc and free, not the per-review arena\n"
                 "bench/run.sh makes the certificates and runs this.\n");
 }
 
@@ -809,7 +815,8 @@ static int parse_options(int argc, char **argv, struct options *o)
                 OPT_WARMUP,
                 OPT_ROUNDS,
                 OPT_CONC,
-                OPT_NGINX
+                OPT_NGINX,
+                OPT_NO_ARENA
         };
         static const struct option longs[] = {
             {"cert", required_argument, NULL, OPT_CERT},
@@ -821,6 +828,7 @@ static int parse_options(int argc, char **argv, struct options *o)
             {"rounds", required_argument, NULL, OPT_ROUNDS},
             {"concurrency", required_argument, NULL, OPT_CONC},
             {"nginx-port", required_argument, NULL, OPT_NGINX},
+            {"no-json-arena", no_argument, NULL, OPT_NO_ARENA},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
         };
@@ -896,6 +904,9 @@ static int parse_options(int argc, char **argv, struct options *o)
                         }
                         o->nginx_port = (unsigned)v;
                         break;
+                case OPT_NO_ARENA:
+                        o->no_json_arena = true;
+                        break;
                 case 'h':
                         usage(stdout);
                         exit(0);
@@ -957,6 +968,8 @@ int main(int argc, char **argv)
 
         if (parse_options(argc, argv, &o))
                 return 2;
+        if (!o.no_json_arena)
+                tsr_json_arena_install(); /* before the server's threads, as tessera webhook */
         signal(SIGPIPE, SIG_IGN);
         if (fixture_init(&fx)) {
                 fprintf(stderr, "bench: out of memory\n");
@@ -983,8 +996,9 @@ int main(int argc, char **argv)
         printf("machine:    %ld CPUs online (%s), 1-minute load average %.2f before the run\n",
                sysconf(_SC_NPROCESSORS_ONLN), model, bench_load_average());
         printf("server:     127.0.0.1:%u, %u worker threads: fold (%s) at " FOLD_PATH
-               ", the fixed response at " FIXED_PATH "; clients in the same process\n",
-               port, o.threads, fold_route->name);
+               ", the fixed response at " FIXED_PATH "; clients in the same process; "
+               "reviews under a JSON arena: %s\n",
+               port, o.threads, fold_route->name, o.no_json_arena ? "no" : "yes");
         describe_tls(cred, port);
         if (verify(cred, port, "fold", req, req_len, true, &fold_bytes) ||
             verify(cred, port, "fixed", req_fixed, fixed_len, false, &fixed_bytes) ||

@@ -21,7 +21,8 @@
  * request uid, says allowed as a boolean, carries a Failure status with code >= 400 exactly when
  * denied, and agrees with the outcome; a validating route never answers a patch; a patch is
  * patchType JSONPatch, base64 of a non-empty JSON array that applies to a copy of request.object
- * and changes it; the same body answers byte for byte the same twice; the handlers leave the
+ * and changes it; the same body answers byte for byte the same twice, the second time under a
+ * JSON arena (codec/json_arena.h) that ends with every value freed; the handlers leave the
  * lookup's objects as they were; every response is byte for byte jansson's compact dump of itself.
  * A route that decodes only what its handler reads (route->reads, codec/json_pick.h) answers byte
  * for byte as the same route decoding the whole body, and its decoded object is the whole object
@@ -30,6 +31,7 @@
  */
 #include "base/diag.h"
 #include "codec/admission_review.h"
+#include "codec/json_arena.h"
 #include "codec/json_patch.h"
 #include "webhook/dispatch.h"
 #include "webhook/handler.h"
@@ -224,6 +226,7 @@ static void setup(void)
 {
         json_error_t err;
 
+        tsr_json_arena_install();
         fixture = json_object();
         for (size_t i = 0; fixture && i < sizeof(rows) / sizeof(rows[0]); i++) {
                 json_t *kind = json_object_get(fixture, rows[i].kind);
@@ -461,8 +464,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         if (tsr_webhook_dispatch(route, &lookup, text, len, &response, &out) || !response)
                 abort();
+        /* The second time under a JSON arena, as `tessera webhook` answers: the same bytes, and
+         * every jansson value it made freed by the end. */
+        tsr_json_arena_begin();
         if (tsr_webhook_dispatch(route, &lookup, text, len, &response2, &again) || !response2 ||
             strcmp(response, response2) || !same_outcome(&out, &again))
+                abort();
+        if (tsr_json_arena_end() != 0)
                 abort();
         if (!json_equal(fixture, pristine))
                 abort();

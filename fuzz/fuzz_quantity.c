@@ -4,8 +4,10 @@
  * TSR_QUANTITY_STR_MAX, (b) parses again to the same value, (c) settles after one more round
  * (upstream's canonical form is not always a fixed point: BinarySI 320000 prints "320000", which
  * re-parses as DecimalSI and prints "320k"; that second string must then be stable), and (d) whose
- * Value always fits and MilliValue succeeds or reports TSR_ERANGE. Any violation abort()s, so the
- * fuzzer and the corpus replay both flag it.
+ * Value always fits and MilliValue succeeds or reports TSR_ERANGE. (e) An input with digits and no
+ * decimal point, which the integer fast path may take, gives exactly what the same input with
+ * ".0" after its digits gives, which only the general digit buffer takes: same result or same
+ * error. Any violation abort()s, so the fuzzer and the corpus replay both flag it.
  */
 #include "base/diag.h"
 #include "base/err.h"
@@ -16,6 +18,35 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Property (e): data's digits, then ".0", then the rest, parsed by the general path. */
+static void check_general_path(const uint8_t *data, size_t size, int rc,
+                               const struct tsr_quantity *q)
+{
+        struct tsr_quantity g;
+        struct tsr_diag diag;
+        char text[64];
+        size_t i = 0, end;
+        int grc;
+
+        if (size > sizeof(text) - 3 || memchr(data, '.', size))
+                return;
+        if (i < size && (data[i] == '+' || data[i] == '-'))
+                i++;
+        for (end = i; end < size && data[end] >= '0' && data[end] <= '9'; end++)
+                ;
+        if (end == i)
+                return;
+        memcpy(text, data, end);
+        memcpy(text + end, ".0", 2);
+        memcpy(text + end + 2, data + end, size - end);
+        tsr_diag_clear(&diag);
+        grc = tsr_quantity_parse_n(text, size + 2, &g, &diag);
+        if (grc != rc)
+                abort();
+        if (!rc && (g.value != q->value || g.scale != q->scale || g.format != q->format))
+                abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -29,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         tsr_diag_clear(&diag);
         rc = tsr_quantity_parse_n((const char *)data, size, &q, &diag);
+        check_general_path(data, size, rc, &q);
         if (rc != 0) {
                 if (rc != TSR_EPARSE && rc != TSR_ERANGE)
                         abort();

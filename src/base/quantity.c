@@ -13,7 +13,9 @@
  *    decimal weight into a fixed digit buffer (weights 10^37 .. 10^-70). A non-zero digit below the
  *    buffer only sets a sticky flag; that is exact for rounding up to nano even after the binary
  *    multiplication, because a dropped tail times 2^k (k <= 60) stays below the gap between
- *    representable fractions (see round_up_to_nano).
+ *    representable fractions (see round_up_to_nano). The common case, an integer of at most 18
+ *    digits with no suffix or an SI one, is computed in a uint64 first (parse_integer) and gives
+ *    the buffer's result exactly; everything else goes to the buffer.
  *  - *out is written only on success; every failure fills diag.
  *
  * Deliberate differences from apimachinery, whose slow path keeps any precision in an inf.Dec:
@@ -202,6 +204,59 @@ int tsr_quantity_parse(const char *s, struct tsr_quantity *out, struct tsr_diag 
         return tsr_quantity_parse_n(s, strlen(s), out, diag);
 }
 
+/*
+ * The common case: an optional sign, at most 18 digits and no suffix or an SI one ("100",
+ * "500m", "4Gi"). Exact in uint64, so it gives what the digit buffer below gives; returns false
+ * for anything else (a decimal point, an exponent, more digits, a magnitude near the limit, an
+ * error), which the digit buffer then takes.
+ */
+static bool parse_integer(const char *s, size_t len, struct tsr_quantity *out)
+{
+        size_t i = 0, start, digits = 1;
+        bool neg = false;
+        uint64_t n = 0;
+        int64_t exp;
+        struct suffix sf;
+
+        if (s[0] == '+' || s[0] == '-') {
+                neg = s[0] == '-';
+                i++;
+        }
+        start = i;
+        for (; i < len && is_digit(s[i]); i++) {
+                if (i - start == 18)
+                        return false;
+                n = n * 10u + (uint64_t)(s[i] - '0');
+        }
+        if (i == start || parse_suffix(s + i, len - i, &sf) || sf.format == TSR_QF_DECIMAL_EXPONENT)
+                return false;
+        if (n == 0) {
+                out->value = 0;
+                out->scale = 0;
+                out->format = sf.format;
+                return true;
+        }
+        exp = sf.exp10;
+        if (sf.format == TSR_QF_BINARY_SI) {
+                if (n > ((uint64_t)INT64_MAX >> sf.shift))
+                        return false;
+                n <<= sf.shift;
+                exp = 0;
+        }
+        for (; n % 10u == 0; n /= 10u)
+                exp++;
+        for (uint64_t t = n; t >= 10u; t /= 10u)
+                digits++;
+        /* The highest digit's weight: at 18 the whole part may pass INT64_MAX; let the buffer
+         * decide. */
+        if ((int64_t)digits - 1 + exp > 17)
+                return false;
+        out->value = neg ? -(int64_t)n : (int64_t)n;
+        out->scale = (int32_t)exp;
+        out->format = sf.format;
+        return true;
+}
+
 int tsr_quantity_parse_n(const char *s, size_t len, struct tsr_quantity *out, struct tsr_diag *diag)
 {
         struct digits g;
@@ -219,6 +274,8 @@ int tsr_quantity_parse_n(const char *s, size_t len, struct tsr_quantity *out, st
                 return tsr_diag_set(diag, TSR_EINVAL, "quantity: NULL argument");
         if (len == 0)
                 return tsr_diag_set(diag, TSR_EPARSE, "quantity: empty string");
+        if (parse_integer(s, len, out))
+                return 0;
 
         if (s[0] == '+' || s[0] == '-') {
                 neg = s[0] == '-';

@@ -12,6 +12,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "codec/json_arena.h"
 #include "core/settings.h"
 #include "kube/cache.h"
 #include "kube/client.h"
@@ -336,6 +337,8 @@ int cli_webhook(int argc, char **argv)
                 list_routes();
                 return 0;
         }
+        /* Before the kube client or the cache's watchers use jansson: reviews run under arenas. */
+        tsr_json_arena_install();
         tsr_kube_config_init(&cfg);
         tsr_diag_clear(&diag);
         rc = cli_load_kube_config(o.kubeconfig, o.context, &cfg, &diag);

@@ -7,6 +7,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/utf8.h"
+#include "codec/json_arena.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -150,7 +151,7 @@ int tsr_json_write(struct tsr_buf *b, json_t *v)
                 char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 
                 rc = text ? tsr_buf_adds(b, text) : TSR_ENOMEM;
-                free(text);
+                tsr_json_free(text);
                 return rc;
         }
         case JSON_TRUE:

@@ -5,6 +5,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "codec/json_arena.h"
 #include "webhook/field_error.h"
 #include "webhook/json_read.h"
 #include "webhook/kvcache_launch.h"
@@ -727,6 +728,7 @@ static int push(json_t *args, const char *s)
         return json_array_append_new(args, json_string(s)) ? TSR_ENOMEM : 0;
 }
 
+/* v's compact text, released with tsr_json_free (it may come from the request's arena). */
 static char *dump(json_t *v)
 {
         char *s = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -777,8 +779,8 @@ static int render_vllm(json_t *pod, json_t *ctr, json_t *annotations, const stru
                 rc = TSR_ENOMEM;
         if (!rc && json_object_set_new(annotations, A_CLIENT, json_string(client)))
                 rc = TSR_ENOMEM;
-        free(client);
-        free(transfer);
+        tsr_json_free(client);
+        tsr_json_free(transfer);
         return rc;
 }
 
@@ -861,7 +863,7 @@ static int inject(json_t *pod, json_t *ctr, json_t *annotations, const struct de
         if (!record)
                 return TSR_ENOMEM;
         rc = json_object_set_new(annotations, A_INJECTED, json_string(record)) ? TSR_ENOMEM : 0;
-        free(record);
+        tsr_json_free(record);
         return rc;
 }
 

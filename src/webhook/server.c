@@ -5,7 +5,9 @@
  * Invariants: every request but a 413 refused from its headers has a struct request from its
  * first call to the completion callback; one that is a review (a POST of JSON to a route) is
  * counted in in_flight for that whole time. Responses are built from malloc'd bodies that
- * libmicrohttpd frees.
+ * libmicrohttpd frees. A review is answered under the worker thread's JSON arena
+ * (codec/json_arena.h), from the cache lookup to the log line: every jansson value it makes is
+ * gone when the arena ends, and only the malloc'd body and the outcome's own arrays outlive it.
  */
 #include "webhook/server.h"
 
@@ -16,6 +18,7 @@
 #include "base/log_limit.h"
 #include "base/timespec.h"
 #include "base/version.h"
+#include "codec/json_arena.h"
 #include "webhook/conn_guard.h"
 #include "webhook/metrics.h"
 #include "webhook/tls_store.h"
@@ -274,6 +277,7 @@ static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Con
                 return refuse(s, c, r->route, MHD_HTTP_SERVICE_UNAVAILABLE,
                               seconds_since(&r->start), msg);
         }
+        tsr_json_arena_begin();
         memset(&lookup, 0, sizeof(lookup));
         s->cfg.lookup(s->cfg.ctx, &lookup);
         rc = tsr_webhook_dispatch(r->route, &lookup, r->body.ptr, r->body.len, &body, &o);
@@ -288,6 +292,7 @@ static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Con
                             seconds_since(&r->start), o.http_status == 200 && !o.allowed, o.rule,
                             o.patched);
         log_review(r->route, &o, seconds_since(&r->start));
+        tsr_json_arena_end();
         return ok;
 }
 

@@ -18,6 +18,7 @@
 #include "base/quantity.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -706,6 +707,56 @@ static void test_quantity__value_of_hand_built_extremes(void **state)
         assert_true(v == -1);
 }
 
+/*
+ * The integer fast path against the general digit buffer: an integer of 1..20 digits (leading
+ * zeros, values near 10^18 and INT64_MAX included) with no suffix or any SI one parses exactly
+ * as the same text with ".0" after the digits, which only the digit buffer reads: the same
+ * value, scale and format, or the same error code.
+ */
+static void test_quantity__integer_fast_path_matches_digit_buffer(void **state)
+{
+        static const char *const suffixes[] = {"",   "n",  "u",  "m",  "k",  "M",
+                                               "G",  "T",  "P",  "E",  "Ki", "Mi",
+                                               "Gi", "Ti", "Pi", "Ei", "e3", "E-2"};
+        uint64_t x = 0x9e3779b97f4a7c15u;
+
+        (void)state;
+        for (int i = 0; i < 200000; i++) {
+                char digits[24], fast_in[40], slow_in[40];
+                struct tsr_quantity fast, slow;
+                struct tsr_diag d;
+                size_t n;
+                int frc, src;
+
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                n = 1 + (size_t)(x % 20u);
+                for (size_t k = 0; k < n; k++) {
+                        /* Mostly nines and zeros near the limits, any digit otherwise. */
+                        unsigned r = (unsigned)((x >> (3 * (k % 20))) & 7u);
+
+                        digits[k] = (char)(r < 2 ? '9' : r < 4 ? '0' : '0' + (x >> k) % 10u);
+                }
+                digits[n] = '\0';
+                snprintf(fast_in, sizeof(fast_in), "%s%s%s", (x >> 60) % 3 == 0 ? "-" : "", digits,
+                         suffixes[(x >> 40) % N_ELEMS(suffixes)]);
+                snprintf(slow_in, sizeof(slow_in), "%s%s.0%s", (x >> 60) % 3 == 0 ? "-" : "",
+                         digits, suffixes[(x >> 40) % N_ELEMS(suffixes)]);
+                tsr_diag_clear(&d);
+                frc = tsr_quantity_parse(fast_in, &fast, &d);
+                src = tsr_quantity_parse(slow_in, &slow, &d);
+                if (frc != src)
+                        fail_msg("parse(\"%s\") = %s, parse(\"%s\") = %s", fast_in,
+                                 tsr_err_name(frc), slow_in, tsr_err_name(src));
+                if (!frc && (fast.value != slow.value || fast.scale != slow.scale ||
+                             fast.format != slow.format))
+                        fail_msg("parse(\"%s\") = %lld e%d f%d, parse(\"%s\") = %lld e%d f%d",
+                                 fast_in, (long long)fast.value, fast.scale, (int)fast.format,
+                                 slow_in, (long long)slow.value, slow.scale, (int)slow.format);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -728,6 +779,7 @@ int main(void)
             cmocka_unit_test(test_quantity__is_int_only_for_exact_integers),
             cmocka_unit_test(test_quantity__value_and_milli_round_up),
             cmocka_unit_test(test_quantity__value_of_hand_built_extremes),
+            cmocka_unit_test(test_quantity__integer_fast_path_matches_digit_buffer),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
