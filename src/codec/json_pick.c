@@ -517,16 +517,18 @@ static bool pick_member(struct scan *s, const struct key *key, void *ctx)
         json_t *v = NULL;
 
         for (size_t i = 0; i < pk->n; i++) {
-                const char *rest = pk->set[i].rest;
-                size_t seg = strcspn(rest, ".[");
-                const char *next = rest + seg;
+                const char *rest = pk->set[i].rest, *next;
 
                 /*
                  * The path's next segment (up to '.', '[' or the end) is the key, byte for byte:
-                 * a key holding '.' or '[' names no path ("b.d" is not b's member d).
+                 * a key holding '.' or '[' names no path ("b.d" is not b's member d). A key holds
+                 * no NUL (json_pick declines one), so strncmp stops at the path's end.
                  */
-                if (!key->len || key->len != seg || rest[0] != key->p[0] ||
-                    memcmp(rest, key->p, seg))
+                if (!key->len || rest[0] != key->p[0] || strncmp(rest, key->p, key->len))
+                        continue;
+                next = rest + key->len;
+                if ((*next && *next != '.' && *next != '[') || memchr(key->p, '.', key->len) ||
+                    memchr(key->p, '[', key->len))
                         continue;
                 named = true;
                 if (!follow(s, &pk->set[i], next, set, &n, &whole))
