@@ -41,7 +41,7 @@ static void usage(FILE *f)
               "and unallocated GPUs at 100 % arrived (mean +- SD over the seeds), beside the\n"
               "FGD artifact's published number, and the curve from 80 to 130 %.\n\n"
               "  --policy   Random, DotProd, GpuClustering, GpuPacking, BestFit, FGD, tessera,\n"
-              "             tessera-tiered, or all (the default)\n"
+              "             or all (the default)\n"
               "  --seeds    a range A-B or a list A,B,C (default 42-51, the protocol's)\n"
               "  --ties     how the scheduler framework breaks equal top scores: first (the run's\n"
               "             node order, a random permutation per seed: the default, as the\n"

@@ -16,7 +16,6 @@ static const struct tsr__policy_ops *const table[TSR_POLICY_COUNT] = {
     [TSR_POLICY_BEST_FIT] = &tsr__policy_best_fit,
     [TSR_POLICY_FGD] = &tsr__policy_fgd,
     [TSR_POLICY_TESSERA] = &tsr__policy_tessera,
-    [TSR_POLICY_TESSERA_TIERED] = &tsr__policy_tessera_tiered,
 };
 
 struct tsr_policy {

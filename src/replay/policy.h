@@ -29,7 +29,6 @@ enum tsr_policy_id {
         TSR_POLICY_BEST_FIT,
         TSR_POLICY_FGD,
         TSR_POLICY_TESSERA,
-        TSR_POLICY_TESSERA_TIERED,
         TSR_POLICY_COUNT
 };
 

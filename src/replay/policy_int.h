@@ -48,6 +48,6 @@ bool tsr__sched_place(const struct tsr_policy_env *env, struct tsr__sched *s, vo
 
 extern const struct tsr__policy_ops tsr__policy_random, tsr__policy_dotprod,
     tsr__policy_gpu_clustering, tsr__policy_gpu_packing, tsr__policy_best_fit, tsr__policy_fgd,
-    tsr__policy_tessera, tsr__policy_tessera_tiered;
+    tsr__policy_tessera;
 
 #endif

@@ -22,13 +22,6 @@
  * 3. The allocator picks the card: the most-occupied card that still fits a slice, or the
  *    lowest-index free cards (core/alloc.h), and charges the node's ledger.
  *
- * `tessera-tiered` adds one signal tessera can give but does not publish yet: a per-node label
- * with the number of cards that still have free capacity (`idle-cards`, from the device
- * manager's ledger), and CPU-only workloads queued through one generic flavor per label value,
- * tried fewest idle cards first (Kueue takes the first flavor that fits). So CPU-only pods fill
- * nodes whose accelerators are already taken before they eat the CPU an idle GPU needs; inside a
- * tier TAS's order is unchanged.
- *
  * State: per node its accelerators' capability and ledger (the device manager's view), kept in
  * step by bound(); the flavors and their nodes in name order.
  */
@@ -62,7 +55,6 @@ struct tessera {
         size_t n_flavors;
         size_t *order; /* every node by name */
         struct tsr_alloc_pick pick[TSR_TRACE_GPUS_MAX];
-        bool idle_tiers; /* tessera-tiered */
 };
 
 static void tessera_stop(void *state)
@@ -132,7 +124,7 @@ static int build_flavors(const struct tsr_rcluster *c, struct tessera *t)
         return 0;
 }
 
-static int start(const struct tsr_policy_env *env, void **state, bool idle_tiers)
+static int tessera_start(const struct tsr_policy_env *env, void **state)
 {
         const struct tsr_rcluster *c = env->cluster;
         const struct tsr_product *product = tsr_catalog_product_by_name(STAND_IN_PRODUCT);
@@ -161,33 +153,11 @@ static int start(const struct tsr_policy_env *env, void **state, bool idle_tiers
                 }
         if (tsr_trace_nodes_by_name(env->nodes, c->n_nodes, t->order) || build_flavors(c, t))
                 goto fail;
-        t->idle_tiers = idle_tiers;
         *state = t;
         return 0;
 fail:
         tessera_stop(t);
         return -1;
-}
-
-static int tessera_start(const struct tsr_policy_env *env, void **state)
-{
-        return start(env, state, false);
-}
-
-static int tiered_start(const struct tsr_policy_env *env, void **state)
-{
-        return start(env, state, true);
-}
-
-/* The idle-cards label of node i: its cards with any free capacity. */
-static unsigned idle_cards(const struct tessera *t, size_t i, unsigned n_gpus)
-{
-        const struct tsr_accel_ledger *l = &t->ledger[t->first[i]];
-        unsigned k = 0;
-
-        for (unsigned g = 0; g < n_gpus; g++)
-                k += l[g].remaining > 0;
-        return k;
 }
 
 /* How many pods like pod node i still fits, as TAS counts it (0: excluded or full). */
@@ -234,8 +204,7 @@ static bool tessera_place(const struct tsr_policy_env *env, void *state, const s
 
         for (size_t f = 0; f < t->n_flavors && best == SIZE_MAX; f++) {
                 const struct flavor *fl = &t->flavor[f];
-                bool generic = f + 1 == t->n_flavors, tiers = generic && t->idle_tiers;
-                unsigned tier = 0;
+                bool generic = f + 1 == t->n_flavors;
                 struct tsr_tas_candidate least = {0};
 
                 if (generic != !pod->num_gpu || (!generic && !((pod->models >> fl->model) & 1u)))
@@ -244,14 +213,10 @@ static bool tessera_place(const struct tsr_policy_env *env, void *state, const s
                         size_t i = fl->node[k];
                         struct tsr_tas_candidate cand = {i, env->nodes[i].name,
                                                          fits(env, t, i, pod)};
-                        /* tiered: the generic flavors in idle-cards order, then TAS's order */
-                        unsigned ti = tiers ? idle_cards(t, i, c->nodes[i].n_gpus) : 0;
 
-                        if (cand.fits && (best == SIZE_MAX || ti < tier ||
-                                          (ti == tier && tsr_tas_before(&cand, &least)))) {
+                        if (cand.fits && (best == SIZE_MAX || tsr_tas_before(&cand, &least))) {
                                 best = i;
                                 least = cand;
-                                tier = ti;
                         }
                 }
         }
@@ -299,5 +264,3 @@ static void tessera_bound(const struct tsr_policy_env *env, void *state, const s
 
 const struct tsr__policy_ops tsr__policy_tessera = {"tessera", tessera_start, tessera_stop,
                                                     tessera_place, tessera_bound};
-const struct tsr__policy_ops tsr__policy_tessera_tiered = {
-    "tessera-tiered", tiered_start, tessera_stop, tessera_place, tessera_bound};

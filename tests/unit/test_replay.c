@@ -294,34 +294,6 @@ static void test_tessera(void **state)
         small_release(&m);
 }
 
-static void test_tessera_tiered(void **state)
-{
-        struct small m;
-        struct tsr_policy *t, *plain;
-        struct tsr_rplace pl;
-
-        (void)state;
-        small_init(&m);
-        assert_int_equal(tsr_policy_new(TSR_POLICY_TESSERA_TIERED, &m.env, &t, NULL), 0);
-        assert_int_equal(tsr_policy_new(TSR_POLICY_TESSERA, &m.env, &plain, NULL), 0);
-        /* two whole-GPU pods: TAS packs both onto node-a, which then has no idle card */
-        put(&m, t, pod_of(&m, 1000, 1, 1000));
-        pl = put(&m, t, pod_of(&m, 1000, 1, 1000));
-        assert_int_equal(pl.node, 1);
-        /* a CPU-only pod: plain TAS takes the least free CPU (node-a, 62000 left, ties with
-         * node-c by name); tiered takes node-a too, the only node without an idle card */
-        assert_true(tsr_policy_place(plain, &(struct tsr_rpod){.cpu = 1000, .mem = 1}, &pl));
-        assert_int_equal(pl.node, 1);
-        m.s.cluster.nodes[2].cpu_free = 2000; /* node-c now has the least free CPU */
-        assert_true(tsr_policy_place(plain, &(struct tsr_rpod){.cpu = 1000, .mem = 1}, &pl));
-        assert_int_equal(pl.node, 2);
-        assert_true(tsr_policy_place(t, &(struct tsr_rpod){.cpu = 1000, .mem = 1}, &pl));
-        assert_int_equal(pl.node, 1);
-        tsr_policy_free(plain);
-        tsr_policy_free(t);
-        small_release(&m);
-}
-
 static void test_run(void **state)
 {
         struct small m;
@@ -414,7 +386,6 @@ int main(void)
             cmocka_unit_test(test_best_fit_and_packing),
             cmocka_unit_test(test_fgd),
             cmocka_unit_test(test_tessera),
-            cmocka_unit_test(test_tessera_tiered),
             cmocka_unit_test(test_run),
             cmocka_unit_test(test_idle_by_shape),
             cmocka_unit_test(test_policy_names),
