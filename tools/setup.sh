@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install every Debian package that tessera's build, tests and CI need.
+# Install every Debian package that tessera's build, tests and CI need (libjson-c-dev and
+# libcjson-dev only for bench/decode_bench.c, the parsers it measures against jansson).
 # Idempotent: when everything is already installed it only runs dpkg-query and exits.
 # Works as root on a fresh Debian 12 machine (apt-get update may never have run).
 set -euo pipefail
@@ -15,6 +16,7 @@ PACKAGES=(
 	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 	python3-grpcio python3-protobuf
 	mmdebstrap umoci skopeo
+	libjson-c-dev libcjson-dev
 )
 
 # The fake kubelet's second gRPC stack (tests/peers/grpc-js: @grpc/grpc-js, @grpc/proto-loader), from the
