@@ -24,13 +24,14 @@
 
 #define MIG_DEFAULT_PRODUCT "NVIDIA H100 80GB HBM3"
 #define MIG_INSTANCES_MAX   1000000 /* --mig-optimum */
+#define LABEL_LAG_MAX       1000000 /* --label-lag, in binds */
 
 static void usage(FILE *f)
 {
         fputs("usage: tessera replay --nodes NODES.csv --pods PODS.csv [--pods PODS.csv ...]\n"
               "                      [--policy NAME[,NAME...]] [--seeds 42-51] [--tune 1.3]\n"
-              "                      [--ties first|random] [--csv FILE] [--svg FILE]\n"
-              "                      [--check-published PCT]\n"
+              "                      [--ties first|random] [--label-lag BINDS] [--csv FILE]\n"
+              "                      [--svg FILE] [--check-published PCT]\n"
               "       tessera replay --mig-product NAME --nodes NODES.csv --pods PODS.csv ...\n"
               "                      [--seeds 42-51] [--tune 1.3]\n"
               "       tessera replay --mig-optimum N --pods PODS.csv [--mig-product NAME]\n"
@@ -46,6 +47,9 @@ static void usage(FILE *f)
               "  --ties     how the scheduler framework breaks equal top scores: first (the run's\n"
               "             node order, a random permutation per seed: the default, as the\n"
               "             artifact behaves) or random (upstream selectHost)\n"
+              "  --label-lag  tessera: binds between a change to a node's cards and its fit\n"
+              "             labels showing it (default 0: at once); a slice the stale pin lets\n"
+              "             onto a node with no card for it is refused at gate 5 and dropped\n"
               "  --csv      every seed's curve, one row per arrival point\n"
               "  --svg      unallocated GPU % against arrived workload, one line per policy\n"
               "  --check-published PCT  exit 1 when a policy with a published number is more\n"
@@ -199,6 +203,7 @@ struct options {
         enum tsr_policy_id policies[TSR_POLICY_COUNT];
         double tune, check;
         enum tsr_ties ties;
+        unsigned label_lag;
 };
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -253,6 +258,15 @@ static int parse_args(int argc, char **argv, struct options *o)
                                 return -1;
                         }
                         *(tasks ? &o->mig_tasks : &o->mig_optimum) = (size_t)k;
+                } else if (!strcmp(a, "--label-lag")) {
+                        long long k;
+
+                        if (cli_parse_number(v, 0, LABEL_LAG_MAX, &k)) {
+                                fprintf(stderr, "%s: --label-lag \"%s\" is not a number in 0..%d\n",
+                                        PROG, v, LABEL_LAG_MAX);
+                                return -1;
+                        }
+                        o->label_lag = (unsigned)k;
                 } else if (!strcmp(a, "--seeds")) {
                         if (parse_seeds(v, o->seeds, &o->n_seeds)) {
                                 fprintf(stderr,
@@ -575,6 +589,7 @@ int cli_replay(int argc, char **argv)
                 } else {
                         t[i].have_setup = true;
                         t[i].setup.ties = o.ties;
+                        t[i].setup.label_lag = o.label_lag;
                 }
         }
         for (size_t i = 0; mig && i < o.n_pods && !status; i++) {

@@ -45,6 +45,9 @@ struct tsr_policy_env {
         struct tsr_rng *rng;
         const struct tsr_trace_node *nodes; /* names, for tessera's ties by name */
         enum tsr_ties ties;
+        /* tessera: binds between a change to a node's cards and its fit labels showing it (the
+         * device manager's publish and coalescing window, counted in binds); 0: at once */
+        unsigned label_lag;
 };
 
 struct tsr_policy;

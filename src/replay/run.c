@@ -116,7 +116,7 @@ int tsr_replay_run(struct tsr_replay_setup *s, enum tsr_policy_id policy, uint64
                    struct tsr_replay_result *out, struct tsr_diag *diag)
 {
         struct tsr_rcluster *c = &s->cluster;
-        struct tsr_policy_env env = {c, &s->typical, NULL, s->nodes, s->ties};
+        struct tsr_policy_env env = {c, &s->typical, NULL, s->nodes, s->ties, s->label_lag};
         struct tsr_policy *p = NULL;
         const struct tsr_trace_pod **order = NULL;
         size_t n_order = 0;

@@ -52,6 +52,7 @@ struct tsr_replay_setup {
         size_t n_pods;
         double tune;        /* 1.3 */
         enum tsr_ties ties; /* the framework's tie-break; tsr_replay_setup_init: FIRST */
+        unsigned label_lag; /* tessera's fit-label lag in binds (policy.h); init: 0 */
         struct tsr_rcluster cluster;
         struct tsr_frag_workload typical;
 };

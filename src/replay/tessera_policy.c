@@ -22,8 +22,17 @@
  * 3. The allocator picks the card: the most-occupied card that still fits a slice, or the
  *    lowest-index free cards (core/alloc.h), and charges the node's ledger.
  *
+ * The fit labels the pin reads are the device manager's, published after a change to a node's
+ * cards: with env->label_lag L, a node's labels are projected again L binds after the first
+ * change not yet shown, from its ledger as it is then (one publish covers every change in
+ * between, as the device manager's coalescing window does); until then the pin reads the old
+ * ones. A stale label can let a slice onto a node whose TAS count still fits it (the count is
+ * over the device plugin's tokens, which are exact) but no card of which can hold it: gate 5 then
+ * refuses it and the pod is dropped, as a Pod that fails at Allocate is. 0 reads the ledger.
+ *
  * State: per node its accelerators' capability and ledger (the device manager's view), kept in
- * step by bound(); the flavors and their nodes in name order.
+ * step by bound(); with a lag, each node's published labels and when they are next due; the
+ * flavors and their nodes in name order.
  */
 #include "replay/policy_int.h"
 
@@ -33,6 +42,7 @@
 #include "core/fit.h"
 #include "core/tas.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +65,10 @@ struct tessera {
         size_t n_flavors;
         size_t *order; /* every node by name */
         struct tsr_alloc_pick pick[TSR_TRACE_GPUS_MAX];
+        unsigned lag;                     /* env->label_lag */
+        struct tsr_fit_labels *published; /* per node, with a lag */
+        uint64_t *due;                    /* per node: the bind its labels follow at, or 0 */
+        uint64_t binds;                   /* binds so far */
 };
 
 static void tessera_stop(void *state)
@@ -70,6 +84,8 @@ static void tessera_stop(void *state)
         free(t->ledger);
         free(t->first);
         free(t->order);
+        free(t->published);
+        free(t->due);
         free(t);
 }
 
@@ -153,6 +169,16 @@ static int tessera_start(const struct tsr_policy_env *env, void **state)
                 }
         if (tsr_trace_nodes_by_name(env->nodes, c->n_nodes, t->order) || build_flavors(c, t))
                 goto fail;
+        t->lag = env->label_lag;
+        if (t->lag) {
+                t->published = malloc(n * sizeof(*t->published));
+                t->due = calloc(n, sizeof(*t->due));
+                if (!t->published || !t->due)
+                        goto fail;
+                for (size_t i = 0; i < c->n_nodes; i++)
+                        tsr_fit_labels_project(&t->caps[t->first[i]], &t->ledger[t->first[i]],
+                                               c->nodes[i].n_gpus, &t->published[i]);
+        }
         *state = t;
         return 0;
 fail:
@@ -174,7 +200,10 @@ static int64_t fits(const struct tsr_policy_env *env, const struct tessera *t, s
                 int64_t units = (int64_t)pod->milli * UNITS_PER_MILLI, slots = 0, free_units = 0;
                 struct tsr_fit_labels labels;
 
-                tsr_fit_labels_project(caps, l, n->n_gpus, &labels);
+                if (t->lag)
+                        labels = t->published[i];
+                else
+                        tsr_fit_labels_project(caps, l, n->n_gpus, &labels);
                 if (!labels.present || labels.sliced_max_free_units < units)
                         return 0; /* the fit pin: sliced-max-free-units Gt units-1 */
                 for (unsigned g = 0; g < n->n_gpus; g++) {
@@ -201,6 +230,13 @@ static bool tessera_place(const struct tsr_policy_env *env, void *state, const s
         struct tessera *t = state;
         const struct tsr_rcluster *c = env->cluster;
         size_t best = SIZE_MAX;
+
+        for (size_t i = 0; t->lag && i < c->n_nodes; i++)
+                if (t->due[i] && t->due[i] <= t->binds) {
+                        tsr_fit_labels_project(&t->caps[t->first[i]], &t->ledger[t->first[i]],
+                                               c->nodes[i].n_gpus, &t->published[i]);
+                        t->due[i] = 0;
+                }
 
         for (size_t f = 0; f < t->n_flavors && best == SIZE_MAX; f++) {
                 const struct flavor *fl = &t->flavor[f];
@@ -249,8 +285,11 @@ static void tessera_bound(const struct tsr_policy_env *env, void *state, const s
         struct tsr_demand d = {0};
 
         (void)env;
+        t->binds++;
         if (!pod->num_gpu)
                 return;
+        if (t->lag && !t->due[pl->node])
+                t->due[pl->node] = t->binds + t->lag;
         d.family = pod->fractional ? TSR_FAMILY_SLICED : TSR_FAMILY_EXCLUSIVE;
         d.cards = pod->fractional ? 1 : pod->num_gpu;
         d.units = (int64_t)pod->milli * UNITS_PER_MILLI;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # replay-errors.sh TESSERA - `tessera replay` on bad input: each case exits 2 with one line
-# on stderr naming the file at fault and what is wrong (an empty node list once named the pods
+# on stderr naming the file or option at fault and what is wrong (an empty node list once named the pods
 # file instead). Prints TAP.
 set -u
 tessera=$1
@@ -37,5 +37,8 @@ check "an empty node file names the node list" \
 check "a node list without the gpu column names it" \
         "$dir/no-gpu.csv:1: the header has no column \"gpu\"" \
         --nodes "$dir/no-gpu.csv" --pods "$pods"
+check "a label lag that is not a number names the option" \
+        "tessera replay: --label-lag \"soon\" is not a number in 0..1000000" \
+        --label-lag soon --nodes "$dir/no-gpu.csv" --pods "$pods"
 echo "1..$n"
 exit $failed

@@ -175,8 +175,8 @@ static void small_init(struct small *m)
         assert_int_equal(tsr_replay_setup_init(&m->s, m->nodes, m->nn, m->pods, m->np, 1.3, NULL),
                          0);
         tsr_rng_seed(&m->rng, 7);
-        m->env = (struct tsr_policy_env){&m->s.cluster, &m->s.typical, &m->rng, m->nodes,
-                                         TSR_TIES_RANDOM};
+        m->env = (struct tsr_policy_env){&m->s.cluster, &m->s.typical,   &m->rng,
+                                         m->nodes,      TSR_TIES_RANDOM, 0};
 }
 
 static void small_release(struct small *m)
@@ -294,6 +294,52 @@ static void test_tessera(void **state)
         small_release(&m);
 }
 
+/*
+ * The fit labels' lag: two 700s leave node-a (2 x T4) with 300 free on each card. With exact
+ * labels a 500 is pinned off node-a and goes to node-c. With a lag of 8 binds node-a still shows
+ * its cards free: the pin lets the 500 through, TAS prefers node-a (its tokens fit one 500, node-c
+ * four), and gate 5 finds no card that holds it, so the pod is refused. Once 8 binds have passed,
+ * the labels follow and the 500 goes to node-c.
+ */
+static void test_tessera_label_lag(void **state)
+{
+        struct small exact, lagged;
+        struct tsr_policy *te, *tl;
+        struct tsr_rplace pl;
+        struct tsr_rpod half;
+
+        (void)state;
+        small_init(&exact);
+        small_init(&lagged);
+        lagged.env.label_lag = 8;
+        assert_int_equal(tsr_policy_new(TSR_POLICY_TESSERA, &exact.env, &te, NULL), 0);
+        assert_int_equal(tsr_policy_new(TSR_POLICY_TESSERA, &lagged.env, &tl, NULL), 0);
+        for (int k = 0; k < 2; k++) {
+                pl = put(&exact, te, pod_of(&exact, 1000, 1, 700));
+                assert_int_equal(pl.node, 1);
+                assert_int_equal(pl.gpu[0], k);
+                pl = put(&lagged, tl, pod_of(&lagged, 1000, 1, 700));
+                assert_int_equal(pl.node, 1);
+                assert_int_equal(pl.gpu[0], k);
+        }
+        half = pod_of(&exact, 1000, 1, 500);
+        pl = put(&exact, te, half);
+        assert_int_equal(pl.node, 2);
+        assert_false(tsr_policy_place(tl, &half, &pl));
+        /* CPU-only binds pass the time: the first change (bind 1) shows 8 binds later, at bind
+         * 9; one bind before that node-a still takes the 500 in and refuses it */
+        for (int k = 0; k < 6; k++)
+                put(&lagged, tl, (struct tsr_rpod){.cpu = 1000, .mem = 1});
+        assert_false(tsr_policy_place(tl, &half, &pl));
+        put(&lagged, tl, (struct tsr_rpod){.cpu = 1000, .mem = 1});
+        pl = put(&lagged, tl, half);
+        assert_int_equal(pl.node, 2);
+        tsr_policy_free(te);
+        tsr_policy_free(tl);
+        small_release(&exact);
+        small_release(&lagged);
+}
+
 static void test_run(void **state)
 {
         struct small m;
@@ -386,6 +432,7 @@ int main(void)
             cmocka_unit_test(test_best_fit_and_packing),
             cmocka_unit_test(test_fgd),
             cmocka_unit_test(test_tessera),
+            cmocka_unit_test(test_tessera_label_lag),
             cmocka_unit_test(test_run),
             cmocka_unit_test(test_idle_by_shape),
             cmocka_unit_test(test_policy_names),
