@@ -312,6 +312,13 @@ static int parse_args(int argc, char **argv, struct options *o)
                         PROG);
                 return -1;
         }
+        if ((o->mig_product || o->mig_optimum) && o->label_lag) {
+                fprintf(stderr,
+                        "%s: --label-lag is not for the MIG variant (its partitions "
+                        "carry no fit pin)\n",
+                        PROG);
+                return -1;
+        }
         if ((o->mig_product || o->mig_optimum) && o->policy_set &&
             (o->n_policies != 1 || o->policies[0] != TSR_POLICY_TESSERA)) {
                 fprintf(stderr,

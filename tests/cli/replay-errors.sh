@@ -40,5 +40,8 @@ check "a node list without the gpu column names it" \
 check "a label lag that is not a number names the option" \
         "tessera replay: --label-lag \"soon\" is not a number in 0..1000000" \
         --label-lag soon --nodes "$dir/no-gpu.csv" --pods "$pods"
+check "a label lag with the MIG variant is refused" \
+        "tessera replay: --label-lag is not for the MIG variant (its partitions carry no fit pin)" \
+        --label-lag 4 --mig-product "NVIDIA H100 80GB HBM3" --nodes "$dir/no-gpu.csv" --pods "$pods"
 echo "1..$n"
 exit $failed
