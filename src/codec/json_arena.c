@@ -103,7 +103,9 @@ static void *arena_malloc(size_t n)
                 return malloc(n);
         if (n > SIZE_MAX - 2 * ALIGN)
                 return NULL;
-        need = HEADER + ((n + ALIGN - 1) & ~(ALIGN - 1));
+        /* At least one byte past the header, so that the pointer lies inside its block even at
+         * the block's end (owner() would not know a pointer one past it). */
+        need = HEADER + ((n + (n == 0) + ALIGN - 1) & ~(ALIGN - 1));
         b = a->blocks;
         if (!b || b->size - b->used < need) {
                 b = block_new(a, need);

@@ -2,8 +2,9 @@
  * test_json_arena.c - cmocka suite for codec/json_arena: nothing changes before the install;
  * under an arena every jansson allocation is counted and the end takes them back; values made
  * outside it are freed as before; a document larger than a block, json_dumps text, a begin that
- * would nest; and threads each running their own arenas while another uses jansson without one
- * (suite webhook too, so CI's ThreadSanitizer stage runs it).
+ * would nest, zero-byte allocations up to a block's end; and threads each running their own arenas
+ * while another uses jansson without one (suite webhook too, so CI's ThreadSanitizer stage runs
+ * it).
  *
  * Invariants: the tests run in the order listed (the first one runs before the install, which is
  * once per process); every value built is checked against its expected text, so an allocator
@@ -185,6 +186,45 @@ static void test_arena__a_nested_begin_does_nothing(void **state)
         assert_int_equal(tsr_json_arena_end(), 0); /* nothing left to end */
 }
 
+/*
+ * Zero-byte allocations through jansson's allocator fill a thread's first block to its very end;
+ * each is still known as the arena's when freed (a pointer one past the block would go to free(),
+ * which AddressSanitizer reports). A fresh thread, so that no kept block is larger.
+ */
+#define ZERO_N (TSR_JSON_ARENA_BLOCK / 16 + 3)
+
+static void *zero_bytes_thread(void *arg)
+{
+        static void *p[ZERO_N];
+        json_malloc_t m;
+        json_free_t f;
+        bool ok = true;
+
+        (void)arg;
+        json_get_alloc_funcs(&m, &f);
+        tsr_json_arena_begin();
+        for (size_t i = 0; i < ZERO_N; i++) {
+                p[i] = m(0);
+                ok = ok && p[i] && (i == 0 || p[i] != p[i - 1]);
+        }
+        ok = ok && tsr_json_arena_live() == ZERO_N;
+        for (size_t i = 0; i < ZERO_N; i++)
+                f(p[i]);
+        ok = tsr_json_arena_end() == 0 && ok;
+        return ok ? NULL : (void *)1;
+}
+
+static void test_arena__zero_bytes_to_the_end_of_a_block(void **state)
+{
+        pthread_t t;
+        void *res;
+
+        (void)state;
+        assert_int_equal(pthread_create(&t, NULL, zero_bytes_thread, NULL), 0);
+        assert_int_equal(pthread_join(t, &res), 0);
+        assert_null(res);
+}
+
 #define ROUNDS 300
 
 static void *arena_thread(void *arg)
@@ -245,6 +285,7 @@ int main(void)
             cmocka_unit_test(test_arena__larger_than_a_block),
             cmocka_unit_test(test_arena__dumped_text_goes_back_through_tsr_json_free),
             cmocka_unit_test(test_arena__a_nested_begin_does_nothing),
+            cmocka_unit_test(test_arena__zero_bytes_to_the_end_of_a_block),
             cmocka_unit_test(test_arena__threads_keep_their_own),
         };
 
