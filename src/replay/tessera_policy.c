@@ -140,6 +140,14 @@ static int build_flavors(const struct tsr_rcluster *c, struct tessera *t)
         return 0;
 }
 
+/* Node i's fit labels as its ledger stands now. */
+static void node_labels(const struct tessera *t, const struct tsr_rcluster *c, size_t i,
+                        struct tsr_fit_labels *out)
+{
+        tsr_fit_labels_project(&t->caps[t->first[i]], &t->ledger[t->first[i]], c->nodes[i].n_gpus,
+                               out);
+}
+
 static int tessera_start(const struct tsr_policy_env *env, void **state)
 {
         const struct tsr_rcluster *c = env->cluster;
@@ -176,8 +184,7 @@ static int tessera_start(const struct tsr_policy_env *env, void **state)
                 if (!t->published || !t->due)
                         goto fail;
                 for (size_t i = 0; i < c->n_nodes; i++)
-                        tsr_fit_labels_project(&t->caps[t->first[i]], &t->ledger[t->first[i]],
-                                               c->nodes[i].n_gpus, &t->published[i]);
+                        node_labels(t, c, i, &t->published[i]);
         }
         *state = t;
         return 0;
@@ -203,7 +210,7 @@ static int64_t fits(const struct tsr_policy_env *env, const struct tessera *t, s
                 if (t->lag)
                         labels = t->published[i];
                 else
-                        tsr_fit_labels_project(caps, l, n->n_gpus, &labels);
+                        node_labels(t, env->cluster, i, &labels);
                 if (!labels.present || labels.sliced_max_free_units < units)
                         return 0; /* the fit pin: sliced-max-free-units Gt units-1 */
                 for (unsigned g = 0; g < n->n_gpus; g++) {
@@ -230,13 +237,6 @@ static bool tessera_place(const struct tsr_policy_env *env, void *state, const s
         struct tessera *t = state;
         const struct tsr_rcluster *c = env->cluster;
         size_t best = SIZE_MAX;
-
-        for (size_t i = 0; t->lag && i < c->n_nodes; i++)
-                if (t->due[i] && t->due[i] <= t->binds) {
-                        tsr_fit_labels_project(&t->caps[t->first[i]], &t->ledger[t->first[i]],
-                                               c->nodes[i].n_gpus, &t->published[i]);
-                        t->due[i] = 0;
-                }
 
         for (size_t f = 0; f < t->n_flavors && best == SIZE_MAX; f++) {
                 const struct flavor *fl = &t->flavor[f];
@@ -278,27 +278,37 @@ static bool tessera_place(const struct tsr_policy_env *env, void *state, const s
         return true;
 }
 
+/* A bind moves the clock on: every node whose labels are due by now shows its cards as they are. */
+static void publish_due(struct tessera *t, const struct tsr_rcluster *c)
+{
+        for (size_t i = 0; t->lag && i < c->n_nodes; i++)
+                if (t->due[i] && t->due[i] <= t->binds) {
+                        node_labels(t, c, i, &t->published[i]);
+                        t->due[i] = 0;
+                }
+}
+
 static void tessera_bound(const struct tsr_policy_env *env, void *state, const struct tsr_rpod *pod,
                           const struct tsr_rplace *pl)
 {
         struct tessera *t = state;
         struct tsr_demand d = {0};
 
-        (void)env;
         t->binds++;
-        if (!pod->num_gpu)
-                return;
-        if (t->lag && !t->due[pl->node])
-                t->due[pl->node] = t->binds + t->lag;
-        d.family = pod->fractional ? TSR_FAMILY_SLICED : TSR_FAMILY_EXCLUSIVE;
-        d.cards = pod->fractional ? 1 : pod->num_gpu;
-        d.units = (int64_t)pod->milli * UNITS_PER_MILLI;
-        for (unsigned k = 0; k < pl->n_gpus; k++) {
-                struct tsr_alloc_pick p = {pl->gpu[k], -1, 0};
+        if (pod->num_gpu) {
+                if (t->lag && !t->due[pl->node])
+                        t->due[pl->node] = t->binds + t->lag;
+                d.family = pod->fractional ? TSR_FAMILY_SLICED : TSR_FAMILY_EXCLUSIVE;
+                d.cards = pod->fractional ? 1 : pod->num_gpu;
+                d.units = (int64_t)pod->milli * UNITS_PER_MILLI;
+                for (unsigned k = 0; k < pl->n_gpus; k++) {
+                        struct tsr_alloc_pick p = {pl->gpu[k], -1, 0};
 
-                tsr_alloc_charge(&t->caps[t->first[pl->node]], &t->ledger[t->first[pl->node]], &d,
-                                 &p);
+                        tsr_alloc_charge(&t->caps[t->first[pl->node]],
+                                         &t->ledger[t->first[pl->node]], &d, &p);
+                }
         }
+        publish_due(t, env->cluster);
 }
 
 const struct tsr__policy_ops tsr__policy_tessera = {"tessera", tessera_start, tessera_stop,
