@@ -46,72 +46,60 @@ enum parser { JANSSON, JANSSON_ARENA, PICK, PICK_ARENA, JSONC, CJSON, N_PARSERS 
 static const char *const names[N_PARSERS] = {"jansson",         "jansson+arena", "json_pick",
                                              "json_pick+arena", "json-c",        "cJSON"};
 
-/* The queue label in a jansson tree of the whole review, or NULL. */
-static const char *jansson_queue(json_t *review)
+/* The queue label of a Pod object in a jansson tree, or NULL. */
+static const char *pod_queue(json_t *pod)
 {
-        json_t *o = json_object_get(json_object_get(review, "request"), "object");
-
         return json_string_value(json_object_get(
-            json_object_get(json_object_get(o, "metadata"), "labels"), QUEUE_LABEL));
+            json_object_get(json_object_get(pod, "metadata"), "labels"), QUEUE_LABEL));
+}
+
+/*
+ * Decodes text with jansson's json_loadb (JANSSON) or the picker (PICK) into *doc, the tree to
+ * json_decref, and *pod, the Pod object inside it. Returns false when the text is refused.
+ */
+static bool decode_jansson(bool whole, const char *text, size_t n, json_t **doc, json_t **pod)
+{
+        struct tsr_review review;
+        struct tsr_diag diag;
+        json_error_t err;
+
+        if (whole) {
+                *doc = json_loadb(text, n, 0, &err);
+                *pod = json_object_get(json_object_get(*doc, "request"), "object");
+                return *doc != NULL;
+        }
+        tsr_diag_clear(&diag);
+        if (tsr_review_decode(text, n, tsr_webhook_pod_reads, &review, doc, &diag))
+                return false;
+        *pod = review.object;
+        return true;
 }
 
 /*
  * Decodes text once with parser p and frees what it built. With queue set, copies the queue label
- * it found into queue (size len, "" when none). Returns false when the parser refused the text.
+ * it found into queue (size len, "" when none). Returns false when the parser refused the text, or
+ * when an arena's end found values never freed.
  */
 static bool decode_once(enum parser p, const char *text, size_t n, char *queue, size_t len)
 {
-        const char *q = NULL;
-        bool ok = false;
+        bool arena = p == JANSSON_ARENA || p == PICK_ARENA, ok;
+        json_t *doc = NULL, *pod = NULL;
 
-        switch (p) {
-        case JANSSON:
-        case JANSSON_ARENA: {
-                json_error_t err;
-                json_t *doc;
+        if (p == JSONC)
+                return bench_jsonc_decode(text, n, queue, len);
+        if (p == CJSON)
+                return bench_cjson_decode(text, n, queue, len);
+        if (arena)
+                tsr_json_arena_begin();
+        ok = decode_jansson(p == JANSSON || p == JANSSON_ARENA, text, n, &doc, &pod);
+        if (queue) {
+                const char *q = ok ? pod_queue(pod) : NULL;
 
-                if (p == JANSSON_ARENA)
-                        tsr_json_arena_begin();
-                doc = json_loadb(text, n, 0, &err);
-                if ((ok = doc != NULL) && queue)
-                        q = jansson_queue(doc);
-                if (queue)
-                        snprintf(queue, len, "%s", q ? q : "");
-                json_decref(doc);
-                if (p == JANSSON_ARENA && tsr_json_arena_end())
-                        ok = false;
-                break;
+                snprintf(queue, len, "%s", q ? q : "");
         }
-        case PICK:
-        case PICK_ARENA: {
-                struct tsr_review review;
-                struct tsr_diag diag;
-                json_t *doc = NULL;
-
-                if (p == PICK_ARENA)
-                        tsr_json_arena_begin();
-                tsr_diag_clear(&diag);
-                ok = tsr_review_decode(text, n, tsr_webhook_pod_reads, &review, &doc, &diag) == 0;
-                if (ok && queue)
-                        q = json_string_value(json_object_get(
-                            json_object_get(json_object_get(review.object, "metadata"), "labels"),
-                            QUEUE_LABEL));
-                if (queue)
-                        snprintf(queue, len, "%s", q ? q : "");
-                json_decref(doc);
-                if (p == PICK_ARENA && tsr_json_arena_end())
-                        ok = false;
-                break;
-        }
-        case JSONC:
-                ok = bench_jsonc_decode(text, n, queue, len);
-                break;
-        case CJSON:
-                ok = bench_cjson_decode(text, n, queue, len);
-                break;
-        case N_PARSERS:
-                break;
-        }
+        json_decref(doc);
+        if (arena && tsr_json_arena_end())
+                ok = false;
         return ok;
 }
 
