@@ -213,21 +213,14 @@ static char *base64(const char *s, size_t len)
 static int patch_text(json_t *from, json_t *to, char **out)
 {
         struct tsr_buf text = TSR_BUF_INIT;
-        json_t *ops = NULL;
-        int rc = tsr_json_patch_diff(from ? from : json_null(), to, &ops);
+        size_t n_ops = 0;
+        int rc = tsr_json_patch_diff_text(from ? from : json_null(), to, &text, &n_ops);
 
         *out = NULL;
-        if (rc)
-                return rc;
-        if (json_array_size(ops) == 0) {
-                json_decref(ops);
-                return 0;
-        }
-        rc = tsr_json_write(&text, ops);
-        json_decref(ops);
-        *out = rc ? NULL : base64(text.ptr, text.len);
+        if (!rc && n_ops)
+                *out = base64(text.ptr, text.len);
         tsr_buf_release(&text);
-        return *out ? 0 : TSR_ENOMEM;
+        return rc ? rc : n_ops && !*out ? TSR_ENOMEM : 0;
 }
 
 static int put_text(struct tsr_buf *b, const char *s)

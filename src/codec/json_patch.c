@@ -1,6 +1,7 @@
 /*
- * json_patch.c - diff by recursive descent over sorted object keys; apply on a deep copy that
- * replaces the document only when every operation succeeded.
+ * json_patch.c - diff by recursive descent over sorted object keys, skipping members both sides
+ * hold by the same pointer, into a jansson array or straight into text; apply on a deep copy
+ * that replaces the document only when every operation succeeded.
  */
 #include "codec/json_patch.h"
 
@@ -53,12 +54,23 @@ static int token_decode(const char *s, size_t len, char *out)
 
 /* ---- diff --------------------------------------------------------------------------------- */
 
-static int add_op(json_t *ops, const char *op, const char *path, json_t *value)
+/*
+ * Where the diff's operations go: appended to a jansson array, or written as JSON text (what
+ * tsr_json_write would write of that array, without building it).
+ */
+struct patch_out {
+        json_t *ops;          /* the array, or NULL to write text */
+        struct tsr_buf *text; /* where text goes when ops is NULL */
+        size_t n;             /* operations so far */
+};
+
+static int add_op_value(json_t *ops, const char *op, const char *path, size_t path_len,
+                        json_t *value)
 {
         json_t *o = json_object();
 
         if (!o || json_object_set_new_nocheck(o, "op", json_string_nocheck(op)) ||
-            json_object_set_new(o, "path", json_string(path))) {
+            json_object_set_new_nocheck(o, "path", json_stringn_nocheck(path, path_len))) {
                 json_decref(o);
                 return TSR_ENOMEM;
         }
@@ -69,28 +81,76 @@ static int add_op(json_t *ops, const char *op, const char *path, json_t *value)
         return json_array_append_new(ops, o) ? TSR_ENOMEM : 0;
 }
 
+/* One operation on the pointer path holds (its bytes are UTF-8: keys of jansson values). */
+static int add_op(struct patch_out *out, const char *op, const struct tsr_buf *path, json_t *value)
+{
+        struct tsr_buf *t = out->text;
+        int rc;
+
+        out->n++;
+        if (out->ops)
+                return add_op_value(out->ops, op, path->len ? path->ptr : "", path->len, value);
+        rc = tsr_buf_adds(t, out->n > 1 ? ",{\"op\":\"" : "{\"op\":\"") || tsr_buf_adds(t, op) ||
+             tsr_buf_adds(t, "\",\"path\":") ||
+             tsr_json_write_text(t, path->len ? path->ptr : "", path->len);
+        if (!rc && value)
+                rc = tsr_buf_adds(t, ",\"value\":") || tsr_json_write(t, value);
+        return rc ? rc : tsr_buf_addch(t, '}');
+}
+
 static int cmp_str(const void *a, const void *b)
 {
         return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The keys of o, sorted; *out is malloc'd (free it). */
-static int sorted_keys(json_t *o, const char ***out, size_t *n)
-{
-        const char *key;
-        json_t *v;
-        size_t i = 0;
+/*
+ * Keys of one object, gathered to be visited in sorted order: most objects a fold diffs share
+ * all but one or two members with their copy (json_tree.h), so only the members that differ are
+ * gathered and sorted, in a small array on the stack unless there are many.
+ */
+struct key_list {
+        const char **keys;
+        size_t n, cap;
+        const char *small[8];
+};
 
-        *n = json_object_size(o);
-        *out = malloc((*n ? *n : 1) * sizeof(**out));
-        if (!*out)
-                return TSR_ENOMEM;
-        json_object_foreach(o, key, v)(*out)[i++] = key;
-        qsort(*out, *n, sizeof(**out), cmp_str);
+static void key_list_init(struct key_list *l)
+{
+        l->keys = l->small;
+        l->n = 0;
+        l->cap = sizeof(l->small) / sizeof(l->small[0]);
+}
+
+static int key_list_add(struct key_list *l, const char *key)
+{
+        if (l->n == l->cap) {
+                const char **grown = malloc(2 * l->cap * sizeof(*grown));
+
+                if (!grown)
+                        return TSR_ENOMEM;
+                memcpy(grown, l->keys, l->n * sizeof(*grown));
+                if (l->keys != l->small)
+                        free(l->keys);
+                l->keys = grown;
+                l->cap *= 2;
+        }
+        l->keys[l->n++] = key;
         return 0;
 }
 
-static int diff(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops);
+static void key_list_sort(struct key_list *l)
+{
+        if (l->n > 1)
+                qsort(l->keys, l->n, sizeof(*l->keys), cmp_str);
+}
+
+static void key_list_release(struct key_list *l)
+{
+        if (l->keys != l->small)
+                free(l->keys);
+}
+
+static int diff(json_t *from, json_t *to, struct tsr_buf *path, struct patch_out *out);
 
 /* Pops path back to mark. */
 static void pointer_pop(struct tsr_buf *path, size_t mark)
@@ -104,7 +164,7 @@ static void pointer_pop(struct tsr_buf *path, size_t mark)
  * are added in order, or the extra elements of `from` removed from the last one down, so every
  * index is valid when its operation is applied.
  */
-static int diff_arrays(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops)
+static int diff_arrays(json_t *from, json_t *to, struct tsr_buf *path, struct patch_out *out)
 {
         size_t n = json_array_size(from), m = json_array_size(to), mark = path->len;
         int rc = 0;
@@ -112,70 +172,115 @@ static int diff_arrays(json_t *from, json_t *to, struct tsr_buf *path, json_t *o
         for (size_t i = 0; i < m && !rc; i++) {
                 rc = tsr_buf_addf(path, "/%zu", i);
                 if (!rc)
-                        rc = i < n ? diff(json_array_get(from, i), json_array_get(to, i), path, ops)
-                                   : add_op(ops, "add", path->ptr, json_array_get(to, i));
+                        rc = i < n ? diff(json_array_get(from, i), json_array_get(to, i), path, out)
+                                   : add_op(out, "add", path, json_array_get(to, i));
                 pointer_pop(path, mark);
         }
         for (size_t i = n; i > m && !rc; i--) {
                 rc = tsr_buf_addf(path, "/%zu", i - 1);
                 if (!rc)
-                        rc = add_op(ops, "remove", path->ptr, NULL);
+                        rc = add_op(out, "remove", path, NULL);
                 pointer_pop(path, mark);
         }
         return rc;
 }
 
-static int diff(json_t *from, json_t *to, struct tsr_buf *path, json_t *ops)
+/*
+ * Two objects: the keys only `from` has are removed, then, in sorted order, the keys only `to`
+ * has are added and those whose values differ recursed into. A member both hold by the same
+ * pointer (shared copy on write) is equal without a look inside.
+ */
+static int diff_objects(json_t *from, json_t *to, struct tsr_buf *path, struct patch_out *out)
 {
-        const char **keys;
-        size_t n, mark = path->len;
-        int rc;
+        struct key_list gone, changed;
+        const char *key;
+        json_t *v;
+        size_t mark = path->len;
+        int rc = 0;
 
-        if (json_equal(from, to))
+        key_list_init(&gone);
+        key_list_init(&changed);
+        json_object_foreach(from, key, v)
+        {
+                if (!rc && !json_object_get(to, key))
+                        rc = key_list_add(&gone, key);
+        }
+        json_object_foreach(to, key, v)
+        {
+                if (!rc && json_object_get(from, key) != v)
+                        rc = key_list_add(&changed, key);
+        }
+        key_list_sort(&gone);
+        key_list_sort(&changed);
+        for (size_t i = 0; i < gone.n && !rc; i++) {
+                rc = pointer_push(path, gone.keys[i]);
+                if (!rc)
+                        rc = add_op(out, "remove", path, NULL);
+                pointer_pop(path, mark);
+        }
+        for (size_t i = 0; i < changed.n && !rc; i++) {
+                json_t *a = json_object_get(from, changed.keys[i]);
+                json_t *b = json_object_get(to, changed.keys[i]);
+
+                rc = pointer_push(path, changed.keys[i]);
+                if (!rc)
+                        rc = a ? diff(a, b, path, out) : add_op(out, "add", path, b);
+                pointer_pop(path, mark);
+        }
+        key_list_release(&gone);
+        key_list_release(&changed);
+        return rc;
+}
+
+static int diff(json_t *from, json_t *to, struct tsr_buf *path, struct patch_out *out)
+{
+        /* Containers are compared member by member below, so only a scalar is compared here. */
+        if (from == to)
                 return 0;
         if (json_is_array(from) && json_is_array(to))
-                return diff_arrays(from, to, path, ops);
-        if (!json_is_object(from) || !json_is_object(to))
-                return add_op(ops, "replace", path->len ? path->ptr : "", to);
-        rc = sorted_keys(from, &keys, &n);
-        for (size_t i = 0; i < n && !rc; i++) {
-                rc = pointer_push(path, keys[i]);
-                if (!rc && !json_object_get(to, keys[i]))
-                        rc = add_op(ops, "remove", path->ptr, NULL);
-                pointer_pop(path, mark);
-        }
-        free(keys);
-        if (rc)
-                return rc;
-        rc = sorted_keys(to, &keys, &n);
-        for (size_t i = 0; i < n && !rc; i++) {
-                json_t *a = json_object_get(from, keys[i]);
-                json_t *b = json_object_get(to, keys[i]);
-
-                rc = pointer_push(path, keys[i]);
-                if (!rc)
-                        rc = a ? diff(a, b, path, ops) : add_op(ops, "add", path->ptr, b);
-                pointer_pop(path, mark);
-        }
-        free(keys);
-        return rc;
+                return diff_arrays(from, to, path, out);
+        if (json_is_object(from) && json_is_object(to))
+                return diff_objects(from, to, path, out);
+        return json_equal(from, to) ? 0 : add_op(out, "replace", path, to);
 }
 
 int tsr_json_patch_diff(json_t *from, json_t *to, json_t **ops)
 {
         struct tsr_buf path = TSR_BUF_INIT;
-        json_t *out = json_array();
+        struct patch_out out = {json_array(), NULL, 0};
         int rc;
 
-        if (!out)
+        if (!out.ops)
                 return TSR_ENOMEM;
-        rc = diff(from, to, &path, out);
+        rc = diff(from, to, &path, &out);
         tsr_buf_release(&path);
         if (rc) {
-                json_decref(out);
+                json_decref(out.ops);
                 return rc;
         }
-        *ops = out;
+        *ops = out.ops;
+        return 0;
+}
+
+int tsr_json_patch_diff_text(json_t *from, json_t *to, struct tsr_buf *text, size_t *n_ops)
+{
+        struct tsr_buf path = TSR_BUF_INIT;
+        struct patch_out out = {NULL, text, 0};
+        size_t mark = text->len;
+        int rc = tsr_buf_addch(text, '[');
+
+        if (!rc)
+                rc = diff(from, to, &path, &out);
+        tsr_buf_release(&path);
+        if (!rc)
+                rc = tsr_buf_addch(text, ']');
+        if (rc) {
+                text->len = mark;
+                if (text->ptr)
+                        text->ptr[mark] = '\0';
+                return rc;
+        }
+        *n_ops = out.n;
         return 0;
 }
 

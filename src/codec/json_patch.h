@@ -15,17 +15,25 @@
  * patch carries) to a document in place, atomically: on any failure the document is unchanged.
  * move and copy are refused. test compares as RFC 6902 §4.6 says: numbers by value (1 equals
  * 1.0), objects regardless of key order, arrays element by element.
- * Ownership: diff returns a new array (json_decref); apply borrows both arguments.
+ * Ownership: diff returns a new array (json_decref); diff_text and apply borrow their arguments.
  */
 #ifndef TSR_CODEC_JSON_PATCH_H
 #define TSR_CODEC_JSON_PATCH_H
 
 #include <jansson.h>
 
+struct tsr_buf;
 struct tsr_diag;
 
 /* Writes the patch from `from` to `to` into *ops (an empty array when equal). 0 or TSR_ENOMEM. */
 int tsr_json_patch_diff(json_t *from, json_t *to, json_t **ops);
+
+/*
+ * The same patch appended to text as JSON, the bytes tsr_json_write writes of diff's array
+ * ("[]" when equal), without building that array; *n_ops is its length. 0 or TSR_ENOMEM (text
+ * as it was).
+ */
+int tsr_json_patch_diff_text(json_t *from, json_t *to, struct tsr_buf *text, size_t *n_ops);
 
 /*
  * Applies ops to *doc (which may be replaced, for a whole-document op). Returns 0, or TSR_EPARSE

@@ -27,7 +27,9 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "base/buf.h"
 #include "codec/json_patch.h"
+#include "codec/json_tree.h"
 
 #include "support/failing_alloc.h"
 #include "support/json_text.h"
@@ -634,6 +636,17 @@ static json_t *random_value(int depth)
 
 static json_t *mutate(json_t *v, int depth);
 
+/*
+ * Whether mutate keeps an unchanged member by reference, as a copy-on-write edit does
+ * (codec/json_tree.h), instead of as a deep copy: the diff then finds it by pointer.
+ */
+static bool share_unchanged;
+
+static json_t *unchanged(json_t *v)
+{
+        return share_unchanged ? json_incref(v) : json_deep_copy(v);
+}
+
 /* A copy of array v with random edits: elements changed in place, the tail cut or extended. */
 static json_t *mutate_array(json_t *v, int depth)
 {
@@ -641,7 +654,7 @@ static json_t *mutate_array(json_t *v, int depth)
         json_t *a = json_array();
 
         for (size_t i = 0; i < keep; i++)
-                json_array_append_new(a, rnd(3) ? json_deep_copy(json_array_get(v, i))
+                json_array_append_new(a, rnd(3) ? unchanged(json_array_get(v, i))
                                                 : mutate(json_array_get(v, i), depth - 1));
         for (unsigned extra = keep == n ? rnd(3) : 0; extra > 0; extra--)
                 json_array_append_new(a, random_value(depth - 1));
@@ -658,7 +671,7 @@ static json_t *mutate(json_t *v, int depth)
         if (json_is_array(v) && rnd(8))
                 return mutate_array(v, depth);
         if (!json_is_object(v) || rnd(8) == 0)
-                return rnd(3) ? json_deep_copy(v) : random_value(depth);
+                return rnd(3) ? unchanged(v) : random_value(depth);
         o = json_object();
         json_object_foreach(v, key, child)
         {
@@ -669,7 +682,7 @@ static json_t *mutate(json_t *v, int depth)
                 json_object_set_new(o, key,
                                     what == 1   ? random_value(depth - 1)
                                     : what == 2 ? mutate(child, depth - 1)
-                                                : json_deep_copy(child));
+                                                : unchanged(child));
         }
         if (rnd(3) == 0)
                 json_object_set_new(o, keys[rnd(N_ELEMS(keys))], random_value(depth - 1));
@@ -755,20 +768,23 @@ static void check_minimal(json_t *a, json_t *b, json_t *ops)
 
 static void test_json_patch__diff_round_trip(void **state)
 {
-        unsigned nonempty = 0, total_ops = 0, kinds[5] = {0};
+        unsigned nonempty = 0, total_ops = 0, kinds[5] = {0}, shared_rounds = 0;
 
         (void)state;
         rng_seed(20260607);
         for (int round = 0; round < 6000; round++) {
                 int depth = 1 + (int)rnd(4);
                 json_t *a = rnd(8) ? random_object(depth) : random_value(depth);
-                json_t *b = rnd(4) ? mutate(a, depth) : random_value(depth);
-                json_t *a0 = json_deep_copy(a), *b0 = json_deep_copy(b);
+                json_t *b;
+                json_t *a0 = json_deep_copy(a), *b0;
                 json_t *ops, *again, *same, *doc, *reloaded;
                 struct tsr_diag diag;
                 char *text;
                 int rc;
 
+                share_unchanged = round % 2;
+                b = rnd(4) ? mutate(a, depth) : random_value(depth);
+                b0 = json_deep_copy(b);
                 assert_int_equal(tsr_json_patch_diff(a, b, &ops), 0);
                 assert_true(json_is_array(ops));
                 assert_true(json_equal(a, a0) && json_equal(b, b0));
@@ -800,6 +816,25 @@ static void test_json_patch__diff_round_trip(void **state)
                         assert_string_equal(t1, t2);
                         free(t1);
                         free(t2);
+                }
+                /*
+                 * The text form is the array as tsr_json_write writes it, and members shared by
+                 * pointer change nothing: b and its deep copy give the same bytes.
+                 */
+                {
+                        struct tsr_buf t1 = TSR_BUF_INIT, t2 = TSR_BUF_INIT, t3 = TSR_BUF_INIT;
+                        size_t n1 = 0, n3 = 0;
+
+                        assert_int_equal(tsr_json_patch_diff_text(a, b, &t1, &n1), 0);
+                        assert_int_equal(n1, json_array_size(ops));
+                        assert_int_equal(tsr_json_write(&t2, ops), 0);
+                        assert_string_equal(t1.ptr, t2.ptr);
+                        assert_int_equal(tsr_json_patch_diff_text(a, b0, &t3, &n3), 0);
+                        assert_string_equal(t1.ptr, t3.ptr);
+                        shared_rounds += share_unchanged && n1;
+                        tsr_buf_release(&t1);
+                        tsr_buf_release(&t2);
+                        tsr_buf_release(&t3);
                 }
                 /* Empty on itself and on an equal copy. */
                 assert_int_equal(tsr_json_patch_diff(a, a, &same), 0);
@@ -840,6 +875,7 @@ static void test_json_patch__diff_round_trip(void **state)
         }
         /* Both kinds of pair, and real patches, were exercised. */
         assert_true(nonempty > 3000 && nonempty < 6000);
+        assert_true(shared_rounds > 1000);
         assert_true(total_ops > 6000);
         for (int k = 0; k < 5; k++)
                 if (kinds[k] < 300)
