@@ -7,7 +7,6 @@
 
 #include "base/err.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #define VISIBILITY_PREFIX "device.gpustack.ai/"
@@ -172,6 +171,27 @@ void tsr_key_classify(const char *name, struct tsr_key_class *out)
         classify_visibility(name, out);
 }
 
+/*
+ * Joins the n parts into out (cap bytes, NUL included). Returns the length, or -1 when they do
+ * not fit. A key is composed on every fold and every request it is matched against: snprintf's
+ * format parsing was a tenth of the Pod webhook's rule time.
+ */
+static int join(char *out, size_t cap, const char *const *parts, size_t n)
+{
+        size_t len = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                size_t part = strlen(parts[i]);
+
+                if (part >= cap - len)
+                        return -1;
+                memcpy(out + len, parts[i], part);
+                len += part;
+        }
+        out[len] = '\0';
+        return (int)len;
+}
+
 int tsr_key_format(char *out, const struct tsr_manufacturer *m, enum tsr_key_kind kind,
                    const char *profile)
 {
@@ -179,22 +199,27 @@ int tsr_key_format(char *out, const struct tsr_manufacturer *m, enum tsr_key_kin
         int n = -1;
 
         if (kind == TSR_KEY_VISIBILITY) {
-                n = snprintf(tmp, sizeof(tmp), VISIBILITY_PREFIX "%s" VISIBILITY_SUFFIX, m->key);
+                const char *parts[] = {VISIBILITY_PREFIX, m->key, VISIBILITY_SUFFIX};
+
+                n = join(tmp, sizeof(tmp), parts, 3);
         } else if (kind == TSR_KEY_PARTITIONED_PROFILE) {
+                const char *parts[] = {m->base, ".partitioned.", m->partition_kind, "-", profile};
+
                 if (!m->partition_kind || !profile)
                         return TSR_EINVAL;
-                n = snprintf(tmp, sizeof(tmp), "%s.partitioned.%s-%s", m->base, m->partition_kind,
-                             profile);
+                n = join(tmp, sizeof(tmp), parts, 5);
         } else {
                 for (size_t i = 0; i < NKINDS; i++) {
+                        const char *parts[] = {m->base, kinds[i].suffix};
+
                         if (kinds[i].kind != kind)
                                 continue;
                         if (kinds[i].family == TSR_FAMILY_PARTITIONED && !m->partition_kind)
                                 return TSR_EINVAL;
-                        n = snprintf(tmp, sizeof(tmp), "%s%s", m->base, kinds[i].suffix);
+                        n = join(tmp, sizeof(tmp), parts, 2);
                 }
         }
-        if (n < 0 || (size_t)n >= sizeof(tmp) || !tsr_key_is_resource_name(tmp))
+        if (n < 0 || !tsr_key_is_resource_name(tmp))
                 return TSR_EINVAL;
         memcpy(out, tmp, (size_t)n + 1);
         return 0;

@@ -375,7 +375,7 @@ static void rules_partitioned(const struct tsr_container_req *c, unsigned ci,
 int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_pool *pool,
                          struct tsr_request_verdict *out, struct tsr_diag *diag)
 {
-        struct tsr_request_verdict v;
+        struct tsr_request_verdict *v = out; /* written in place: it is some 10 KB */
         struct container_facts facts[TSR_CONTAINERS_MAX];
         unsigned families = 0, groups = 0, slicers = 0;
         struct profile_set all = {0};
@@ -386,8 +386,8 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
         if (pod->n > TSR_CONTAINERS_MAX)
                 return tsr_diag_set(diag, TSR_EINVAL, "the Pod has more than %d containers",
                                     TSR_CONTAINERS_MAX);
-        memset(&v, 0, sizeof(v));
-        v.container = -1;
+        memset(v, 0, sizeof(*v));
+        v->container = -1;
 
         /* 1. classify; 2. Pod-wide rules. */
         for (size_t i = 0; i < pod->n; i++) {
@@ -397,7 +397,7 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
                 if (!facts[i].families)
                         continue;
                 if (c->group == TSR_CG_SIDECAR) {
-                        add_error(&v, TSR_RULE_SIDECAR,
+                        add_error(v, TSR_RULE_SIDECAR,
                                   "spec.initContainers[%u].resources.limits: Forbidden: a "
                                   "restartable init container (a native sidecar) may not request "
                                   "an accelerator; move the request to an app container",
@@ -408,18 +408,18 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
                 groups |= 1u << c->group;
                 if (facts[i].slicing) {
                         slicers++;
-                        v.container = (int)i;
+                        v->container = (int)i;
                 }
         }
         if (__builtin_popcount(families) > 1) {
                 family_list(families, list, sizeof(list));
-                add_error(&v, TSR_RULE_FAMILY,
+                add_error(v, TSR_RULE_FAMILY,
                           "spec: Forbidden: a Pod may request only one accelerator family, "
                           "found [%s]",
                           list);
         }
         if (groups == ((1u << TSR_CG_APP) | (1u << TSR_CG_INIT)))
-                add_error(&v, TSR_RULE_GROUP,
+                add_error(v, TSR_RULE_GROUP,
                           "spec.initContainers: Forbidden: a Pod's accelerator requests must "
                           "all sit in one container group; spec.initContainers must give up its "
                           "request, because its devices are held for the Pod's whole life while "
@@ -435,33 +435,32 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
                                 break;
                         o += (size_t)n;
                 }
-                add_error(&v, TSR_RULE_PROFILES,
+                add_error(v, TSR_RULE_PROFILES,
                           "spec: Forbidden: a Pod may request only one partition profile, "
                           "found [%s]",
                           list);
         }
         if (slicers > 1)
-                add_error(&v, TSR_RULE_SLICERS,
+                add_error(v, TSR_RULE_SLICERS,
                           "spec: Forbidden: at most one container may request a slicing "
                           "family, found %u",
                           slicers);
         for (int f = TSR_FAMILY_EXCLUSIVE; f <= TSR_FAMILY_PARTITIONED; f++)
                 if (families == (1u << f))
-                        v.family = (enum tsr_family)f;
+                        v->family = (enum tsr_family)f;
 
         /* 3 and 4: the slicing container's shape and fold. */
-        if (!v.n_errors && v.container >= 0) {
-                const struct tsr_container_req *c = &pod->c[v.container];
+        if (!v->n_errors && v->container >= 0) {
+                const struct tsr_container_req *c = &pod->c[v->container];
 
                 if (pool->memory_mib == 0 &&
-                    (v.family == TSR_FAMILY_SLICED || v.family == TSR_FAMILY_PARTITIONED))
-                        v.awaits_memory = true; /* both fold against the memory */
-                else if (v.family == TSR_FAMILY_SLICED)
-                        rules_sliced(c, (unsigned)v.container, pool, &v);
-                else if (v.family == TSR_FAMILY_PARTITIONED)
-                        rules_partitioned(c, (unsigned)v.container, &facts[v.container], pool, &v);
+                    (v->family == TSR_FAMILY_SLICED || v->family == TSR_FAMILY_PARTITIONED))
+                        v->awaits_memory = true; /* both fold against the memory */
+                else if (v->family == TSR_FAMILY_SLICED)
+                        rules_sliced(c, (unsigned)v->container, pool, v);
+                else if (v->family == TSR_FAMILY_PARTITIONED)
+                        rules_partitioned(c, (unsigned)v->container, &facts[v->container], pool, v);
         }
-        *out = v;
         return 0;
 }
 

@@ -265,6 +265,16 @@ static void test_keys__format_name_length_limit(void **state)
         profile[43] = 'a';
         profile[44] = '\0';
         expect_format_refused(TSR_MFR_NVIDIA, TSR_KEY_PARTITIONED_PROFILE, profile);
+        /* Past TSR_KEY_MAX itself: refused before anything is written. */
+        {
+                char longer[TSR_KEY_MAX + 8];
+
+                memset(longer, 'a', sizeof(longer) - 1);
+                longer[sizeof(longer) - 1] = '\0';
+                expect_format_refused(TSR_MFR_NVIDIA, TSR_KEY_PARTITIONED_PROFILE, longer);
+                longer[TSR_KEY_MAX - strlen("nvidia.com/gpu.partitioned.mig-") - 1] = '\0';
+                expect_format_refused(TSR_MFR_NVIDIA, TSR_KEY_PARTITIONED_PROFILE, longer);
+        }
 }
 
 /* Every composable key of every manufacturer classifies back to itself. */
