@@ -377,6 +377,17 @@ void tsr_conn_guard_free(struct tsr_conn_guard *g)
         free(g);
 }
 
+bool tsr_conn_guard_closing_full(struct tsr_conn_guard *g)
+{
+        bool full;
+
+        pthread_mutex_lock(&g->mu);
+        /* Half the slack kept: workers accepting at the same instant each take one. */
+        full = g->cut > 0 && g->open + TSR_CONN_SLACK / 2 >= g->n_slots;
+        pthread_mutex_unlock(&g->mu);
+        return full;
+}
+
 bool tsr_conn_guard_exhausted(struct tsr_conn_guard *g, char *why, size_t why_len)
 {
         size_t live, body = atomic_load(&g->body_bytes);

@@ -20,13 +20,13 @@
  * /readyz tells the truth through tsr_conn_guard_exhausted: not ready while no new connection
  * can get in, or while the largest review (max_body) would not fit the memory left or a body
  * was refused for memory in the last 2 s.
- * A connection past a deadline is cut with shutdown(2); libmicrohttpd then sees its end and
+ * A connection past a deadline is cut with shutdown(2); the server's loop then sees its end and
  * closes it. Refusals and cuts are counted (tsr_conn_guard_render) and logged at most once per
  * reason every 10 s with the number since the last line.
  *
  * Invariants: a slot is in use from tsr_conn_guard_opened to tsr_conn_guard_closed, and the
  * reaper touches a slot's descriptor only under the guard's mutex, which closed also takes: the
- * server calls closed before libmicrohttpd closes the descriptor, so it is never reused while
+ * server calls closed before its loop closes the descriptor, so it is never reused while
  * the reaper can see it. body bytes reserved are released by whoever reserved them.
  * Ownership: tsr_conn_guard_new returns a guard with its reaper thread running; tsr_conn_guard_free
  * stops the thread and frees it (every connection closed first).
@@ -79,6 +79,15 @@ void tsr_conn_guard_free(struct tsr_conn_guard *g);
 
 /* The accept policy: true when a connection from addr fits the budget and the client's share. */
 bool tsr_conn_guard_admit(struct tsr_conn_guard *g, const struct sockaddr *addr, socklen_t len);
+
+/*
+ * True while the slots are all but taken (half the slack left) and some hold connections cut but
+ * not closed yet: a connection accepted now could be refused, though room is moments away. The
+ * server leaves new connections in the listen queue meanwhile: under a flood of clients, each of
+ * which evicts an older one, accepting faster than the evicted close would refuse real clients for
+ * want of slots.
+ */
+bool tsr_conn_guard_closing_full(struct tsr_conn_guard *g);
 
 /* A connection accepted on fd from addr; its slot, or NULL (no room: the caller closes it). */
 struct tsr_conn_slot *tsr_conn_guard_opened(struct tsr_conn_guard *g, int fd,

@@ -1,11 +1,12 @@
 /*
- * server.c - libmicrohttpd glue: per-request state accumulates the body, the completion callback
- * frees it, an atomic count of reviews in flight lets shutdown drain.
+ * server.c - the webhook's routes over the HTTP transport of http_loop.h: per-request state
+ * accumulates the body, on_done frees it, an atomic count of reviews in flight lets shutdown
+ * drain.
  *
- * Invariants: every request but a 413 refused from its headers has a struct request from its
- * first call to the completion callback; one that is a review (a POST of JSON to a route) is
- * counted in in_flight for that whole time. Responses are built from malloc'd bodies that
- * libmicrohttpd frees. A review is answered under the worker thread's JSON arena
+ * Invariants: every request the loop hands on_head has a struct request from then to on_done
+ * (except one refused at its head for a body too large to read, answered at once); one that is a
+ * review (a POST of JSON to a route) is counted in in_flight for that whole time. Answers are
+ * malloc'd bodies the loop frees. A review is answered under the worker thread's JSON arena
  * (codec/json_arena.h), from the cache lookup to the log line: every jansson value it makes is
  * gone when the arena ends, and only the malloc'd body and the outcome's own arrays outlive it.
  */
@@ -20,14 +21,15 @@
 #include "base/version.h"
 #include "codec/json_arena.h"
 #include "webhook/conn_guard.h"
+#include "webhook/http_loop.h"
 #include "webhook/metrics.h"
 #include "webhook/tls_store.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
-#include <microhttpd.h>
+#include <gnutls/gnutls.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -50,15 +52,16 @@
 /* The probe port's connections: the kubelet's probes and a scrape or two. */
 #define PROBE_CONNECTIONS    64
 #define PROBE_IDLE_TIMEOUT_S 10
-/* Bytes of one connection's libmicrohttpd pool (see where the daemon starts). */
-#define CONNECTION_POOL_BYTES ((size_t)16 << 10)
 
 /* TLS 1.2 and 1.3 only: the API server's Go client never offers less. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
+/* The loop's listener indices. */
+enum { WEBHOOKS, PROBES };
+
 struct listener {
         struct tsr_webhook_server *server;
-        struct MHD_Daemon *daemon;
+        struct tsr_conn_guard *guard; /* its connections' budget and deadlines */
         bool tls;
         unsigned port;
 };
@@ -66,20 +69,18 @@ struct listener {
 struct tsr_webhook_server {
         struct tsr_webhook_server_config cfg;
         struct tsr_tls_store *tls;
+        gnutls_certificate_credentials_t cred; /* serves the store's current pair */
         struct tsr_metrics *metrics;
-        struct tsr_conn_guard *guard; /* the webhook port's connections and body memory */
-        struct tsr_log_limit mhd_log; /* libmicrohttpd's messages: a client can cause them */
+        struct tsr_log_limit http_log; /* the transport's messages: a client can cause them */
         const char **names;
         struct listener webhooks, probes;
+        bool has_probes;
+        struct tsr_http_loop *loop;
         atomic_int in_flight;
         atomic_bool stopping;
 };
 
-/*
- * One request, from its headers to the completion callback. Every response is queued on a call
- * after the first: libmicrohttpd closes a connection whose response was queued in the first call,
- * which only a refusal before a large body should do (413).
- */
+/* One request, from its head to on_done. */
 struct request {
         const struct tsr_webhook_route *route; /* NULL: a probe endpoint or an unknown path */
         unsigned refuse;                       /* a 405 or 415 decided from the headers, or 0 */
@@ -104,44 +105,25 @@ static double seconds_since(const struct timespec *start)
  * allow as the Allow header of a 405. While the server stops, every answer closes its
  * connection: a client that kept it alive would lose a request the drain cuts.
  */
-static enum MHD_Result reply(struct tsr_webhook_server *s, struct MHD_Connection *c,
-                             unsigned status, char *body, const char *content_type,
-                             const char *allow)
+static void reply(struct tsr_webhook_server *s, struct tsr_http_conn *c, unsigned status,
+                  char *body, const char *content_type, const char *allow)
 {
-        struct MHD_Response *resp;
-        enum MHD_Result ok;
-
-        if (!body) {
-                status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-                resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-        } else {
-                resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-        }
-        if (!resp) {
-                free(body);
-                return MHD_NO;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-        if (allow)
-                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-        if (atomic_load(&s->stopping))
-                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-        ok = MHD_queue_response(c, status, resp);
-        MHD_destroy_response(resp);
-        return ok;
+        if (!body)
+                status = 500;
+        tsr_http_respond(c, status, body, content_type, allow, atomic_load(&s->stopping));
 }
 
-static enum MHD_Result reply_status(struct tsr_webhook_server *s, struct MHD_Connection *c,
-                                    unsigned status, const char *message, const char *allow)
+static void reply_status(struct tsr_webhook_server *s, struct tsr_http_conn *c, unsigned status,
+                         const char *message, const char *allow)
 {
-        return reply(s, c, status, tsr_webhook_status_body((int)status, message),
-                     "application/json", allow);
+        reply(s, c, status, tsr_webhook_status_body((int)status, message), "application/json",
+              allow);
 }
 
-static enum MHD_Result reply_text(struct tsr_webhook_server *s, struct MHD_Connection *c,
-                                  unsigned status, const char *text)
+static void reply_text(struct tsr_webhook_server *s, struct tsr_http_conn *c, unsigned status,
+                       const char *text)
 {
-        return reply(s, c, status, strdup(text), "text/plain; charset=utf-8", NULL);
+        reply(s, c, status, strdup(text), "text/plain; charset=utf-8", NULL);
 }
 
 static size_t route_index(const struct tsr_webhook_server *s, const struct tsr_webhook_route *r)
@@ -150,10 +132,10 @@ static size_t route_index(const struct tsr_webhook_server *s, const struct tsr_w
 }
 
 static const struct tsr_webhook_route *find_route(const struct tsr_webhook_server *s,
-                                                  const char *url)
+                                                  const char *path)
 {
         for (size_t i = 0; i < s->cfg.n_routes; i++)
-                if (!strcmp(s->cfg.routes[i].path, url))
+                if (!strcmp(s->cfg.routes[i].path, path))
                         return &s->cfg.routes[i];
         return NULL;
 }
@@ -167,50 +149,51 @@ static bool is_json(const char *content_type)
                (content_type[n] == '\0' || content_type[n] == ';' || content_type[n] == ' ');
 }
 
-static enum MHD_Result serve_readyz(struct tsr_webhook_server *s, struct MHD_Connection *c)
+static void serve_readyz(struct tsr_webhook_server *s, struct tsr_http_conn *c)
 {
         char why[TSR_WEBHOOK_WHY_MAX] = "";
 
-        if (atomic_load(&s->stopping))
-                return reply_text(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting down\n");
-        if (tsr_conn_guard_exhausted(s->guard, why, sizeof(why) - 1)) {
+        if (atomic_load(&s->stopping)) {
+                reply_text(s, c, 503, "shutting down\n");
+        } else if (tsr_conn_guard_exhausted(s->webhooks.guard, why, sizeof(why) - 1)) {
                 strcat(why, "\n");
-                return reply_text(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, why);
-        }
-        if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
+                reply_text(s, c, 503, why);
+        } else if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
                 char line[TSR_WEBHOOK_WHY_MAX + 1];
 
                 snprintf(line, sizeof(line), "%s\n", why[0] ? why : "not ready");
-                return reply_text(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, line);
+                reply_text(s, c, 503, line);
+        } else {
+                reply_text(s, c, 200, "ok\n");
         }
-        return reply_text(s, c, MHD_HTTP_OK, "ok\n");
 }
 
-static enum MHD_Result serve_metrics(struct tsr_webhook_server *s, struct MHD_Connection *c)
+static void serve_metrics(struct tsr_webhook_server *s, struct tsr_http_conn *c)
 {
         struct tsr_buf out = TSR_BUF_INIT;
-        char *text;
 
-        if (tsr_metrics_render(s->metrics, &out) || tsr_conn_guard_render(s->guard, &out) ||
+        if (tsr_metrics_render(s->metrics, &out) ||
+            tsr_conn_guard_render(s->webhooks.guard, &out) ||
             (s->cfg.metrics && s->cfg.metrics(s->cfg.ctx, &out)) ||
             tsr_build_info_render("webhook", &out)) {
                 tsr_buf_release(&out);
-                return reply(s, c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "text/plain", NULL);
+                reply(s, c, 500, NULL, "text/plain", NULL);
+                return;
         }
-        text = tsr_buf_detach(&out);
-        return reply(s, c, MHD_HTTP_OK, text, "text/plain; version=0.0.4; charset=utf-8", NULL);
+        reply(s, c, 200, tsr_buf_detach(&out), "text/plain; version=0.0.4; charset=utf-8", NULL);
 }
 
-static enum MHD_Result serve_get(struct tsr_webhook_server *s, struct MHD_Connection *c,
-                                 const char *url, const char *method)
+static void serve_get(struct tsr_webhook_server *s, struct tsr_http_conn *c, const char *path,
+                      const char *method)
 {
-        if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
-                return reply_status(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET", "GET, HEAD");
-        if (!strcmp(url, "/healthz"))
-                return reply_text(s, c, MHD_HTTP_OK, "ok\n");
-        if (!strcmp(url, "/readyz"))
-                return serve_readyz(s, c);
-        return serve_metrics(s, c);
+        if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+                reply_status(s, c, 405, "use GET", "GET, HEAD");
+        else if (!strcmp(path, "/healthz"))
+                reply_text(s, c, 200, "ok\n");
+        else if (!strcmp(path, "/readyz"))
+                serve_readyz(s, c);
+        else
+                serve_metrics(s, c);
 }
 
 static void log_review(const struct tsr_webhook_route *route, const struct tsr_webhook_outcome *o,
@@ -233,9 +216,9 @@ static void log_review(const struct tsr_webhook_route *route, const struct tsr_w
 }
 
 /* A review refused before its handler (405, 413, 415, 503): counted, logged and answered. */
-static enum MHD_Result refuse(struct tsr_webhook_server *s, struct MHD_Connection *c,
-                              const struct tsr_webhook_route *route, unsigned status,
-                              double seconds, const char *msg)
+static void refuse(struct tsr_webhook_server *s, struct tsr_http_conn *c,
+                   const struct tsr_webhook_route *route, unsigned status, double seconds,
+                   const char *msg)
 {
         char code[8];
 
@@ -244,38 +227,37 @@ static enum MHD_Result refuse(struct tsr_webhook_server *s, struct MHD_Connectio
                             false);
         tsr_log(status >= 500 ? TSR_LOG_WARN : TSR_LOG_INFO, "review refused", "webhook",
                 route->name, "http", code, "error", msg, NULL);
-        return reply_status(s, c, status, msg,
-                            status == MHD_HTTP_METHOD_NOT_ALLOWED ? "POST" : NULL);
+        reply_status(s, c, status, msg, status == 405 ? "POST" : NULL);
 }
 
-static enum MHD_Result refuse_too_big(struct tsr_webhook_server *s, struct MHD_Connection *c,
-                                      const struct tsr_webhook_route *route, double seconds)
+static void refuse_too_big(struct tsr_webhook_server *s, struct tsr_http_conn *c,
+                           const struct tsr_webhook_route *route, double seconds)
 {
         char msg[96];
 
         snprintf(msg, sizeof(msg), "the review exceeds %zu bytes", s->cfg.max_body);
-        return refuse(s, c, route, MHD_HTTP_CONTENT_TOO_LARGE, seconds, msg);
+        refuse(s, c, route, 413, seconds, msg);
 }
 
 /* The body is complete: answer the review. */
-static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Connection *c,
-                                    struct request *r)
+static void serve_review(struct tsr_webhook_server *s, struct tsr_http_conn *c, struct request *r)
 {
         struct tsr_webhook_lookup lookup;
         struct tsr_webhook_outcome o;
         char *body = NULL, why[TSR_WEBHOOK_WHY_MAX] = "";
-        enum MHD_Result ok;
         int rc;
 
-        if (r->too_big)
-                return refuse_too_big(s, c, r->route, seconds_since(&r->start));
+        if (r->too_big) {
+                refuse_too_big(s, c, r->route, seconds_since(&r->start));
+                return;
+        }
         if (s->cfg.ready && !s->cfg.ready(s->cfg.ctx, why, sizeof(why))) {
                 char msg[sizeof("not ready: ") + TSR_WEBHOOK_WHY_MAX];
 
                 /* Answering from a cache that has not listed everything would deny wrongly. */
                 snprintf(msg, sizeof(msg), "not ready: %s", why);
-                return refuse(s, c, r->route, MHD_HTTP_SERVICE_UNAVAILABLE,
-                              seconds_since(&r->start), msg);
+                refuse(s, c, r->route, 503, seconds_since(&r->start), msg);
+                return;
         }
         tsr_json_arena_begin();
         memset(&lookup, 0, sizeof(lookup));
@@ -287,197 +269,169 @@ static enum MHD_Result serve_review(struct tsr_webhook_server *s, struct MHD_Con
                 snprintf(o.error, sizeof(o.error), "%s", tsr_strerror(rc));
                 body = NULL;
         }
-        ok = reply(s, c, (unsigned)o.http_status, body, "application/json", NULL);
+        reply(s, c, (unsigned)o.http_status, body, "application/json", NULL);
         tsr_metrics_observe(s->metrics, route_index(s, r->route), o.http_status,
                             seconds_since(&r->start), o.http_status == 200 && !o.allowed, o.rule,
                             o.patched);
         log_review(r->route, &o, seconds_since(&r->start));
         tsr_json_arena_end();
-        return ok;
 }
 
-/* The guard's slot of a webhook-port connection (NULL when it has none). */
-static struct tsr_conn_slot *slot_of(struct MHD_Connection *c)
+/* The head is read: what it decides. False closes the connection; a 413 may be answered now. */
+static bool on_head(void *ctx, struct tsr_http_conn *c, const struct tsr_http_request *h,
+                    void **req_state)
 {
-        const union MHD_ConnectionInfo *info =
-            MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-
-        return info ? info->socket_context : NULL;
-}
-
-/* The first call: what the headers decide. Returns MHD_YES with *con_cls set, or a 413 queued. */
-static enum MHD_Result begin(struct listener *l, struct MHD_Connection *c, const char *url,
-                             const char *method, void **con_cls)
-{
+        struct listener *l = ctx;
         struct tsr_webhook_server *s = l->server;
-        const struct tsr_webhook_route *route = l->tls ? find_route(s, url) : NULL;
-        unsigned long long declared;
-        const char *length;
+        const struct tsr_webhook_route *route = l->tls ? find_route(s, h->path) : NULL;
+        unsigned long long declared = h->has_length ? h->content_length : 0;
         struct request *r;
 
-        length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        declared = length ? strtoull(length, NULL, 10) : 0;
         /* Not worth reading to keep the connection: refused now, and the connection closes. */
-        if (route && declared / DRAIN_FACTOR > s->cfg.max_body)
-                return refuse_too_big(s, c, route, 0);
+        if (route && declared / DRAIN_FACTOR > s->cfg.max_body) {
+                refuse_too_big(s, c, route, 0);
+                return true;
+        }
         r = calloc(1, sizeof(*r));
         if (!r)
-                return MHD_NO;
-        if (l->tls)
-                tsr_conn_guard_request_begin(s->guard, slot_of(c));
+                return false;
+        tsr_conn_guard_request_begin(l->guard, tsr_http_conn_state(c));
         r->route = route;
         tsr_buf_init(&r->body);
         r->body.max = s->cfg.max_body + 1;
         r->too_big = declared > s->cfg.max_body; /* read and discarded, then answered 413 */
         clock_gettime(CLOCK_MONOTONIC, &r->start);
-        if (route && strcmp(method, MHD_HTTP_METHOD_POST))
-                r->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
-        else if (route && !is_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                               MHD_HTTP_HEADER_CONTENT_TYPE)))
-                r->refuse = MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
+        if (route && strcmp(h->method, "POST"))
+                r->refuse = 405;
+        else if (route && !is_json(h->has_content_type ? h->content_type : NULL))
+                r->refuse = 415;
         else if (route) {
                 r->counted = true;
                 atomic_fetch_add(&s->in_flight, 1);
         }
-        *con_cls = r;
-        return MHD_YES;
+        *req_state = r;
+        return true;
+}
+
+/* A piece of the body. False closes the connection at once. */
+static bool on_body(void *ctx, struct tsr_http_conn *c, const char *data, size_t len,
+                    void *req_state)
+{
+        struct listener *l = ctx;
+        struct request *r = req_state;
+
+        (void)c;
+        if (!r)
+                return false;
+        /*
+         * Past the memory budget the connection is closed at once: holding it would hold the
+         * memory, and the body must be read before an answer.
+         */
+        if (r->counted && !r->too_big) {
+                if (!tsr_conn_guard_body_reserve(l->guard, len))
+                        return false;
+                r->reserved += len;
+                if (tsr_buf_add(&r->body, data, len))
+                        r->too_big = true;
+        }
+        /*
+         * A body nobody reads (a refusal, a probe, an unknown path) is dropped, up to a point:
+         * past it the connection is cut rather than drained forever.
+         */
+        if (!r->counted || r->too_big) {
+                r->discarded += len;
+                if (r->discarded / DRAIN_FACTOR > l->server->cfg.max_body)
+                        return false;
+        }
+        return true;
 }
 
 /* The request is complete (its body, if any, read): answer it. */
-static enum MHD_Result finish(struct listener *l, struct MHD_Connection *c, const char *url,
-                              const char *method, struct request *r)
+static void on_complete(void *ctx, struct tsr_http_conn *c, const struct tsr_http_request *h,
+                        void *req_state)
 {
+        struct listener *l = ctx;
         struct tsr_webhook_server *s = l->server;
-        double seconds = seconds_since(&r->start);
+        struct request *r = req_state;
+        double seconds;
 
-        if (r->refuse == MHD_HTTP_METHOD_NOT_ALLOWED)
-                return refuse(s, c, r->route, r->refuse, seconds, "admission reviews are POSTed");
-        if (r->refuse == MHD_HTTP_UNSUPPORTED_MEDIA_TYPE)
-                return refuse(s, c, r->route, r->refuse, seconds,
-                              "the review must be sent as application/json");
-        if (r->route)
-                return serve_review(s, c, r);
-        if (!strcmp(url, "/healthz") || !strcmp(url, "/readyz") || !strcmp(url, "/metrics"))
-                return serve_get(s, c, url, method);
-        return reply_status(s, c, MHD_HTTP_NOT_FOUND, "no webhook is served at this path", NULL);
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls)
-{
-        struct listener *l = cls;
-        struct request *r = *con_cls;
-
-        (void)version;
         if (!r)
-                return begin(l, c, url, method, con_cls);
-        if (*upload_data_size) {
-                /*
-                 * Past the memory budget the connection is closed at once: libmicrohttpd cannot
-                 * answer before the body ends, and holding it would hold the memory.
-                 */
-                if (r->counted && !r->too_big) {
-                        if (!tsr_conn_guard_body_reserve(l->server->guard, *upload_data_size))
-                                return MHD_NO;
-                        r->reserved += *upload_data_size;
-                }
-                if (r->counted && !r->too_big &&
-                    tsr_buf_add(&r->body, upload_data, *upload_data_size))
-                        r->too_big = true;
-                /*
-                 * A body nobody reads (a refusal, a probe, an unknown path) is dropped, up to a
-                 * point: past it the connection is cut rather than drained forever.
-                 */
-                if (!r->counted || r->too_big) {
-                        r->discarded += *upload_data_size;
-                        if (r->discarded / DRAIN_FACTOR > l->server->cfg.max_body)
-                                return MHD_NO;
-                }
-                *upload_data_size = 0;
-                return MHD_YES;
-        }
-        return finish(l, c, url, method, r);
+                return;
+        seconds = seconds_since(&r->start);
+        if (r->refuse == 405)
+                refuse(s, c, r->route, 405, seconds, "admission reviews are POSTed");
+        else if (r->refuse == 415)
+                refuse(s, c, r->route, 415, seconds, "the review must be sent as application/json");
+        else if (r->route)
+                serve_review(s, c, r);
+        else if (!strcmp(h->path, "/healthz") || !strcmp(h->path, "/readyz") ||
+                 !strcmp(h->path, "/metrics"))
+                serve_get(s, c, h->path, h->method);
+        else
+                reply_status(s, c, 404, "no webhook is served at this path", NULL);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
+static void on_done(void *ctx, struct tsr_http_conn *c, void *req_state)
 {
-        struct listener *l = cls;
-        struct request *r = *con_cls;
+        struct listener *l = ctx;
+        struct request *r = req_state;
 
-        (void)toe;
-        if (l->tls)
-                tsr_conn_guard_request_end(l->server->guard, slot_of(c));
+        tsr_conn_guard_request_end(l->guard, tsr_http_conn_state(c));
         if (!r)
                 return;
         if (r->counted)
                 atomic_fetch_sub(&l->server->in_flight, 1);
-        tsr_conn_guard_body_release(l->server->guard, r->reserved);
+        tsr_conn_guard_body_release(l->guard, r->reserved);
         tsr_buf_release(&r->body);
         free(r);
-        *con_cls = NULL;
+}
+
+/* Every slot taken, some by connections closing: they wait in the listen queue a moment. */
+static bool accept_wait(void *ctx)
+{
+        struct listener *l = ctx;
+
+        return tsr_conn_guard_closing_full(l->guard);
+}
+
+/* The accept policy: the listener's guard, its budget and per-client share. */
+static bool on_accept(void *ctx, const struct sockaddr *addr, socklen_t len)
+{
+        struct listener *l = ctx;
+
+        return tsr_conn_guard_admit(l->guard, addr, len);
+}
+
+/* A connection takes a slot of its listener's guard for its life; one that finds none is closed. */
+static void *on_open(void *ctx, int fd, const struct sockaddr *addr)
+{
+        struct listener *l = ctx;
+
+        return tsr_conn_guard_opened(l->guard, fd, addr);
+}
+
+static void on_close(void *ctx, void *conn_state)
+{
+        struct listener *l = ctx;
+
+        tsr_conn_guard_closed(l->guard, conn_state);
 }
 
 /*
- * Every accepted connection sends without Nagle's delay: a response leaves in two TLS records
- * (headers, body), and the second would otherwise wait for the peer's delayed ACK of the first,
- * some 40 ms per review on a keep-alive connection. A webhook-port connection takes a slot of
- * the guard for its life (libmicrohttpd notifies the close before it closes the descriptor); one
- * that finds none is cut at once.
+ * The transport's own messages (a TLS handshake that failed, an accept that failed), at most one
+ * every 10 s: a client decides how many there are (every connection closed before its TLS
+ * handshake is one).
  */
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
+static void on_error(void *ctx, const char *what, const char *detail)
 {
-        struct listener *l = cls;
-        const union MHD_ConnectionInfo *info, *client;
-        int one = 1;
-
-        if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-                if (l->tls)
-                        tsr_conn_guard_closed(l->server->guard, *socket_context);
-                *socket_context = NULL;
-                return;
-        }
-        info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (!info)
-                return;
-        setsockopt(info->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (!l->tls)
-                return;
-        client = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        *socket_context = tsr_conn_guard_opened(l->server->guard, info->connect_fd,
-                                                client ? client->client_addr : NULL);
-        if (!*socket_context)
-                shutdown(info->connect_fd, SHUT_RDWR);
-}
-
-/* The webhook port's accept policy: the guard's budget and per-client share. */
-static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
-{
-        struct listener *l = cls;
-
-        return tsr_conn_guard_admit(l->server->guard, addr, len) ? MHD_YES : MHD_NO;
-}
-
-/*
- * libmicrohttpd's own messages, at most one every 10 s: a client decides how many there are
- * (every connection closed before its TLS handshake is one).
- */
-static void on_mhd_error(void *cls, const char *fmt, va_list ap)
-{
-        struct tsr_webhook_server *s = cls;
+        struct listener *l = ctx;
         unsigned long held;
-        char msg[512], held_text[24];
-        size_t n;
+        char held_text[24], msg[256];
 
-        if (!tsr_log_limit_pass(&s->mhd_log, &held))
+        if (!tsr_log_limit_pass(&l->server->http_log, &held))
                 return;
         snprintf(held_text, sizeof(held_text), "%lu", held);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        n = strlen(msg);
-        while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-                msg[--n] = '\0';
+        snprintf(msg, sizeof(msg), "%s: %s", what, detail);
         tsr_log(TSR_LOG_WARN, "http", "detail", msg, "held_back", held_text, NULL);
 }
 
@@ -502,96 +456,67 @@ static int bind_address(const char *bind, unsigned port, struct sockaddr_storage
 }
 
 /*
- * Starts one daemon. The TLS options travel as varargs: the certificate callback is a function
- * pointer, which an option array could carry only as a data pointer.
+ * A listening socket on port (0: an ephemeral one) at cfg->bind, or on every address (IPv6
+ * dual-stack, else IPv4). Returns 0 with *out (non-blocking) and the bound port, or TSR_EINVAL /
+ * TSR_EIO with diag.
  */
-static struct MHD_Daemon *start_daemon(struct listener *l, unsigned flags, unsigned port,
-                                       const struct MHD_OptionItem *opts)
+static int listen_socket(const struct tsr_webhook_server_config *cfg, unsigned port, int *out,
+                         unsigned *bound, struct tsr_diag *diag)
 {
-        if (l->tls)
-                return MHD_start_daemon(
-                    flags | MHD_USE_TLS, (uint16_t)port, on_accept, l, on_request, l,
-                    MHD_OPTION_ARRAY, opts, MHD_OPTION_HTTPS_CERT_CALLBACK, &tsr_tls_store_retrieve,
-                    MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_END);
-        return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, l, MHD_OPTION_ARRAY,
-                                opts, MHD_OPTION_END);
-}
-
-static int listen_on(struct tsr_webhook_server *s, struct listener *l, unsigned port,
-                     struct tsr_diag *diag)
-{
-        const struct tsr_webhook_server_config *cfg = &s->cfg;
-        /*
-         * poll(), not epoll: with a thread pool, quiescing an epoll daemon removes the listening
-         * socket from every worker's epoll set from the caller's thread and aborts if a worker
-         * got there first (libmicrohttpd 0.9.75); with poll() it goes through the ITC channel.
-         */
-        unsigned flags =
-            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
-        unsigned threads = l->tls ? cfg->threads : 1;
         struct sockaddr_storage ss;
-        struct sockaddr *addr = NULL;
-        struct MHD_OptionItem opts[12];
-        size_t n = 0;
-        const union MHD_DaemonInfo *info;
+        socklen_t len;
+        int family, fd, one = 1, zero = 0;
 
         if (cfg->bind) {
-                int family = bind_address(cfg->bind, port, &ss);
-
+                family = bind_address(cfg->bind, port, &ss);
                 if (family < 0)
                         return tsr_diag_set(diag, TSR_EINVAL,
                                             "--bind %s is not an IPv4 or IPv6 address", cfg->bind);
-                if (family == AF_INET6)
-                        flags |= MHD_USE_IPv6;
-                addr = (struct sockaddr *)&ss;
         } else {
-                flags |= MHD_USE_DUAL_STACK;
-        }
-        /* The logger first: libmicrohttpd reports options parsed before it on its own stderr. */
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_error, s};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, l};
-        opts[n++] =
-            (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, l};
-        opts[n++] = (struct MHD_OptionItem){
-            MHD_OPTION_CONNECTION_TIMEOUT,
-            (intptr_t)(l->tls ? cfg->idle_timeout_s : PROBE_IDLE_TIMEOUT_S), NULL};
-        /* A hard ceiling past the guard's budget (its slots' slack); probes get a few. */
-        opts[n++] = (struct MHD_OptionItem){
-            MHD_OPTION_CONNECTION_LIMIT,
-            (intptr_t)(l->tls ? cfg->guard.max_connections + TSR_CONN_SLACK : PROBE_CONNECTIONS),
-            NULL};
-        /*
-         * Each connection's pool holds one request's headers and read buffer and is zeroed
-         * after every request: 16 KiB instead of libmicrohttpd's 32 KiB halves that clearing
-         * (a request's headers from the API server take well under 1 KiB; the body streams
-         * through the buffer into the request's own).
-         */
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                            (intptr_t)CONNECTION_POOL_BYTES, NULL};
-        if (threads > 1)
-                opts[n++] =
-                    (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
-        if (addr)
-                opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, addr};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+                struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
 
-        l->daemon = start_daemon(l, flags, port, opts);
-        if (!l->daemon && !cfg->bind) {
-                /* No IPv6 on this host: every IPv4 address instead. */
-                flags &= ~(unsigned)MHD_USE_DUAL_STACK;
-                l->daemon = start_daemon(l, flags, port, opts);
+                memset(&ss, 0, sizeof(ss));
+                v6->sin6_family = family = AF_INET6;
+                v6->sin6_addr = in6addr_any;
+                v6->sin6_port = htons((uint16_t)port);
         }
-        if (!l->daemon)
+        fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0 && !cfg->bind) {
+                /* No IPv6 on this host: every IPv4 address instead. */
+                struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+
+                memset(&ss, 0, sizeof(ss));
+                v4->sin_family = family = AF_INET;
+                v4->sin_addr.s_addr = htonl(INADDR_ANY);
+                v4->sin_port = htons((uint16_t)port);
+                fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        }
+        if (fd < 0)
+                return tsr_diag_set(diag, TSR_EIO, "cannot open a socket: %s", strerror(errno));
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (family == AF_INET6 && !cfg->bind)
+                setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+        len = family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+        if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, SOMAXCONN)) {
+                close(fd);
                 return tsr_diag_set(diag, TSR_EIO, "cannot listen on port %u (in use?)", port);
-        info = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_BIND_PORT);
-        l->port = info ? info->port : port;
+        }
+        len = sizeof(ss);
+        if (getsockname(fd, (struct sockaddr *)&ss, &len)) {
+                close(fd);
+                return tsr_diag_set(diag, TSR_EIO, "cannot read the port bound: %s",
+                                    strerror(errno));
+        }
+        *bound = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                          : ((struct sockaddr_in *)&ss)->sin_port);
+        *out = fd;
         return 0;
 }
 
 /*
  * Every connection of the budget needs a descriptor: the soft limit is raised toward the hard
  * one when it is lower (a container's default is often 1024). Below it, accept fails and
- * libmicrohttpd logs it.
+ * the loop logs it.
  */
 static void raise_open_files(unsigned max_connections)
 {
@@ -627,15 +552,58 @@ static int check_config(const struct tsr_webhook_server_config *cfg, struct tsr_
 
 static void server_free(struct tsr_webhook_server *s)
 {
-        if (s->webhooks.daemon)
-                MHD_stop_daemon(s->webhooks.daemon);
-        if (s->probes.daemon)
-                MHD_stop_daemon(s->probes.daemon);
-        tsr_conn_guard_free(s->guard); /* after the daemons: every connection is closed */
-        tsr_tls_store_free(s->tls);    /* uninstalls it */
+        tsr_http_loop_stop(s->loop); /* every connection closed, its guard slot given back */
+        tsr_conn_guard_free(s->webhooks.guard);
+        tsr_conn_guard_free(s->probes.guard);
+        if (s->cred)
+                gnutls_certificate_free_credentials(s->cred);
+        tsr_tls_store_free(s->tls); /* uninstalls it */
         tsr_metrics_free(s->metrics);
         free(s->names);
         free(s);
+}
+
+/* The probe port's guard: a few connections, short deadlines, no review bodies. */
+static int probe_guard(const struct tsr_webhook_server_config *cfg, struct tsr_conn_guard **out,
+                       struct tsr_diag *diag)
+{
+        struct tsr_conn_guard_config g = {
+            .max_connections = PROBE_CONNECTIONS,
+            .max_per_client = PROBE_CONNECTIONS,
+            .header_deadline_s = PROBE_IDLE_TIMEOUT_S,
+            .request_deadline_s = PROBE_IDLE_TIMEOUT_S,
+            .idle_timeout_s = PROBE_IDLE_TIMEOUT_S,
+            .body_memory = cfg->max_body,
+            .max_body = cfg->max_body,
+        };
+
+        return tsr_conn_guard_new(&g, out, diag);
+}
+
+/* Opens the listening sockets and starts the loop. */
+static int start_loop(struct tsr_webhook_server *s, struct tsr_diag *diag)
+{
+        const struct tsr_webhook_server_config *cfg = &s->cfg;
+        struct tsr_http_loop_config lc = {
+            .threads = cfg->threads,
+            .cb = {accept_wait, on_accept, on_open, on_close, on_head, on_body, on_complete,
+                   on_done, on_error},
+        };
+        int fd, rc = listen_socket(cfg, cfg->port, &fd, &s->webhooks.port, diag);
+
+        if (rc)
+                return rc;
+        lc.listen[lc.n_listen++] =
+            (struct tsr_http_listen){fd, s->cred, TLS_PRIORITIES, &s->webhooks};
+        if (s->has_probes) {
+                rc = listen_socket(cfg, (unsigned)cfg->probe_port, &fd, &s->probes.port, diag);
+                if (rc) {
+                        close(lc.listen[0].fd);
+                        return rc;
+                }
+                lc.listen[lc.n_listen++] = (struct tsr_http_listen){fd, NULL, NULL, &s->probes};
+        }
+        return tsr_http_loop_start(&lc, &s->loop, diag);
 }
 
 int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
@@ -650,9 +618,10 @@ int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
         if (!s)
                 return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
         s->cfg = *cfg;
-        s->mhd_log = (struct tsr_log_limit)TSR_LOG_LIMIT_INIT(10000);
+        s->http_log = (struct tsr_log_limit)TSR_LOG_LIMIT_INIT(10000);
         s->webhooks = (struct listener){s, NULL, true, 0};
         s->probes = (struct listener){s, NULL, false, 0};
+        s->has_probes = cfg->probe_port >= 0;
         s->names = calloc(cfg->n_routes, sizeof(*s->names));
         if (s->names)
                 for (size_t i = 0; i < cfg->n_routes; i++)
@@ -664,7 +633,9 @@ int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
         }
         s->cfg.guard.idle_timeout_s = cfg->idle_timeout_s;
         s->cfg.guard.max_body = cfg->max_body;
-        rc = tsr_conn_guard_new(&s->cfg.guard, &s->guard, diag);
+        rc = tsr_conn_guard_new(&s->cfg.guard, &s->webhooks.guard, diag);
+        if (!rc && s->has_probes)
+                rc = probe_guard(cfg, &s->probes.guard, diag);
         if (!rc)
                 rc = tsr_tls_store_new(cfg->cert_file, cfg->key_file, &s->tls, diag);
         if (rc) {
@@ -677,10 +648,14 @@ int tsr_webhook_server_start(const struct tsr_webhook_server_config *cfg,
                                     "another TLS webhook server runs in this process (the "
                                     "certificate callback is process-wide)");
         }
+        if (gnutls_certificate_allocate_credentials(&s->cred) < 0) {
+                s->cred = NULL;
+                server_free(s);
+                return tsr_diag_set(diag, TSR_ENOMEM, "out of memory");
+        }
+        gnutls_certificate_set_retrieve_function2(s->cred, tsr_tls_store_retrieve);
         raise_open_files(cfg->guard.max_connections);
-        rc = listen_on(s, &s->webhooks, cfg->port, diag);
-        if (!rc && cfg->probe_port >= 0)
-                rc = listen_on(s, &s->probes, (unsigned)cfg->probe_port, diag);
+        rc = start_loop(s, diag);
         if (rc) {
                 server_free(s);
                 return rc;
@@ -696,7 +671,7 @@ unsigned tsr_webhook_server_port(const struct tsr_webhook_server *s)
 
 unsigned tsr_webhook_server_probe_port(const struct tsr_webhook_server *s)
 {
-        return s->probes.daemon ? s->probes.port : 0;
+        return s->has_probes ? s->probes.port : 0;
 }
 
 static void sleep_ms(unsigned ms)
@@ -706,67 +681,26 @@ static void sleep_ms(unsigned ms)
         nanosleep(&ts, NULL);
 }
 
-static unsigned open_connections(const struct listener *l)
-{
-        const union MHD_DaemonInfo *info =
-            MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-
-        return info ? info->num_connections : 0;
-}
-
-/*
- * Hands the connections waiting in the quiesced listening socket's queue to the daemon: closing
- * the socket with them queued would reset them, and a client (the API server dialling before
- * its endpoints dropped this replica) would see a reset instead of an answer. Each is answered
- * with Connection: close, as every answer during the drain.
- */
-static unsigned adopt_queued(struct tsr_webhook_server *s, MHD_socket fd)
-{
-        unsigned n = 0;
-
-        for (;; n++) {
-                struct sockaddr_storage ss;
-                socklen_t len = sizeof(ss);
-                int c = accept(fd, (struct sockaddr *)&ss, &len);
-
-                if (c < 0)
-                        return n;
-                /* libmicrohttpd closes the socket itself when it cannot take it. */
-                MHD_add_connection(s->webhooks.daemon, c, (struct sockaddr *)&ss, len);
-        }
-}
-
 void tsr_webhook_server_stop(struct tsr_webhook_server *s, unsigned delay_ms, unsigned grace_ms)
 {
-        MHD_socket fd;
         int64_t deadline;
 
         if (!s)
                 return;
         atomic_store(&s->stopping, true); /* not ready; every answer now closes its connection */
         sleep_ms(delay_ms);
-        fd = MHD_quiesce_daemon(s->webhooks.daemon);
-        if (fd != MHD_INVALID_SOCKET)
-                fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         /*
-         * Kept-alive connections stay open after the quiesce: each closes after its next answer,
-         * or at the deadline. Reviews in flight are answered first; connections still queued on
-         * the listening socket are taken in and answered too.
+         * Kept-alive connections stay open: each closes after its next answer, or at the
+         * deadline. Reviews in flight are answered first; connections still arriving on the
+         * listening socket are taken in and answered too (with Connection: close).
          */
         deadline = tsr_monotonic_ms() + grace_ms;
-        do {
-                /* An adopted connection reaches the count on its worker's next turn. */
-                unsigned adopted = fd != MHD_INVALID_SOCKET ? adopt_queued(s, fd) : 0;
-
-                if (!adopted && !atomic_load(&s->in_flight) && !open_connections(&s->webhooks))
-                        break;
+        while ((atomic_load(&s->in_flight) || tsr_http_loop_open_connections(s->loop, WEBHOOKS)) &&
+               tsr_monotonic_ms() < deadline)
                 sleep_ms(10);
-        } while (tsr_monotonic_ms() < deadline);
         if (atomic_load(&s->in_flight) > 0)
                 tsr_log(TSR_LOG_WARN, "shutdown grace ended with reviews in flight", NULL);
         server_free(s);
-        if (fd != MHD_INVALID_SOCKET)
-                close(fd);
 }
 
 unsigned tsr_webhook_default_threads(void)

@@ -1,6 +1,6 @@
 /*
- * server.h - the HTTPS server of `tessera webhook`: libmicrohttpd over GnuTLS, HTTP/1.1 with
- * keep-alive, a pool of worker threads (spec/kubernetes-contracts.md §1.1).
+ * server.h - the HTTPS server of `tessera webhook`: HTTP/1.1 with keep-alive over GnuTLS, on the
+ * epoll workers of http_loop.h (spec/kubernetes-contracts.md §1.1).
  *
  * The webhook port serves, over TLS 1.2 or 1.3 with the certificate of tls_store.h (reloaded when
  * its files change):
@@ -21,9 +21,9 @@
  *
  * Shutdown (tsr_webhook_server_stop) first reports not-ready for delay_ms while still serving, so
  * the API server's endpoints drop this replica, every answer from then on closing its connection;
- * then stops accepting connections (those already queued on the listening socket are still taken
- * in and answered, not reset) and waits up to grace_ms for the reviews in flight and for the
- * kept-alive connections (each closes after its next answer), and closes what is left.
+ * then waits up to grace_ms for the reviews in flight and for the kept-alive connections (each
+ * closes after its next answer; connections still arriving are taken in and answered, not
+ * reset), and closes what is left.
  *
  * One server per process: GnuTLS's certificate callback is process-wide (tls_store.h).
  * Ownership: the config and everything it points to are borrowed and must outlive the server.

@@ -49,7 +49,7 @@ unsigned tsr_tls_store_generation(struct tsr_tls_store *s);
  */
 int tsr_tls_store_install(struct tsr_tls_store *s);
 
-/* The GnuTLS retrieve callback, for MHD_OPTION_HTTPS_CERT_CALLBACK. */
+/* The GnuTLS retrieve callback (gnutls_certificate_set_retrieve_function2). */
 gnutls_certificate_retrieve_function2 tsr_tls_store_retrieve;
 
 #endif
