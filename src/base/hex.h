@@ -1,6 +1,7 @@
 /*
  * hex.h - the value of one hexadecimal digit, shared by every reader of hex escapes
- * (codec/json_pick's \uXXXX, grpc/status's percent-encoding). Pure.
+ * (codec/json_pick's \uXXXX, grpc/status's percent-encoding, webhook/http_request's chunk
+ * sizes). Pure.
  */
 #ifndef TSR_BASE_HEX_H
 #define TSR_BASE_HEX_H

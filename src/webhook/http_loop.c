@@ -485,7 +485,7 @@ static void conn_open(struct worker *w, size_t li, int fd, const struct sockaddr
         if (l->cfg.cred) {
                 static const gnutls_datum_t http11 = {(unsigned char *)"http/1.1", 8};
 
-                if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NONBLOCK) < 0) {
+                if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL) < 0) {
                         c->tls = NULL;
                         goto fail;
                 }

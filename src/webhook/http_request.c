@@ -6,6 +6,8 @@
  */
 #include "webhook/http_request.h"
 
+#include "base/hex.h"
+
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
@@ -245,21 +247,10 @@ enum {
         CH_DONE,
 };
 
-static int hex_digit(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
-/* The end of a chunk-size line (its CR or LF, or ';' before an extension). */
+/* One byte of a chunk-size line: a hex digit, or what ends the size (CR, LF, ';', a space). */
 static enum tsr_http_parse size_char(struct tsr_http_chunked *c, char ch)
 {
-        int d = hex_digit(ch);
+        int d = tsr_hex_value((unsigned char)ch);
 
         if (d >= 0) {
                 if (c->digits == 15) /* past 2^60: no body is that long */
