@@ -120,7 +120,8 @@ static void cut(struct tsr_conn_guard *g, struct tsr_conn_slot *slot, enum cut w
         g->cut++;
         atomic_fetch_add(&g->cuts[why], 1);
         client_text(slot->client, text, sizeof(text));
-        log_limited(&g->cut_log[why], "connection cut", "reason", cut_names[why], text);
+        if (!g->cfg.quiet)
+                log_limited(&g->cut_log[why], "connection cut", "reason", cut_names[why], text);
 }
 
 /* The connection that has waited longest outside a request, or NULL (the mutex held). */
@@ -167,7 +168,9 @@ bool tsr_conn_guard_admit(struct tsr_conn_guard *g, const struct sockaddr *addr,
                 return true;
         atomic_fetch_add(&g->refused[why], 1);
         client_text(client, text, sizeof(text));
-        log_limited(&g->refusal_log[why], "connection refused", "reason", refusal_names[why], text);
+        if (!g->cfg.quiet)
+                log_limited(&g->refusal_log[why], "connection refused", "reason",
+                            refusal_names[why], text);
         return false;
 }
 

@@ -59,6 +59,11 @@ struct tsr_conn_guard_config {
         unsigned idle_timeout_s;     /* 0: a kept-alive connection waits without a deadline */
         size_t body_memory;          /* >= max_body */
         size_t max_body;             /* the largest review (the server sets it) */
+        /*
+         * Count refusals and cuts but log none: the probe port, where a scrape's kept-alive
+         * connection is cut at every idle deadline as a matter of course.
+         */
+        bool quiet;
 };
 
 /* The defaults above as a config (idle_timeout_s and max_body are the server's own). */

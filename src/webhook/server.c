@@ -563,7 +563,10 @@ static void server_free(struct tsr_webhook_server *s)
         free(s);
 }
 
-/* The probe port's guard: a few connections, short deadlines, no review bodies. */
+/*
+ * The probe port's guard: a few connections, short deadlines, no review bodies, and no log lines
+ * (a Prometheus scrape's kept-alive connection outlives the idle deadline between scrapes).
+ */
 static int probe_guard(const struct tsr_webhook_server_config *cfg, struct tsr_conn_guard **out,
                        struct tsr_diag *diag)
 {
@@ -575,6 +578,7 @@ static int probe_guard(const struct tsr_webhook_server_config *cfg, struct tsr_c
             .idle_timeout_s = PROBE_IDLE_TIMEOUT_S,
             .body_memory = cfg->max_body,
             .max_body = cfg->max_body,
+            .quiet = true,
         };
 
         return tsr_conn_guard_new(&g, out, diag);
