@@ -193,7 +193,6 @@ static void refuse_head(struct tsr_http_conn *c)
         if (text)
                 sprintf(text, "%s\n", c->req.why);
         tsr_http_respond(c, c->req.status, text, "text/plain; charset=utf-8", NULL, true);
-        c->close_after = true;
 }
 
 /* ---- transport --------------------------------------------------------------------------- */
@@ -392,6 +391,7 @@ static bool answer_sent(struct tsr_http_conn *c)
         free(c->answer);
         c->answer = NULL;
         c->out = NULL;
+        c->answered = false; /* the next head, refused or not, is answered afresh */
         if (c->in_request) {
                 c->in_request = false;
                 if (cb->on_done)

@@ -342,6 +342,15 @@ static void test_http_loop__closing(void **state)
                         close(fd);
                 }
         }
+        /* A refused head after an answered request on the same connection. */
+        fd = dial();
+        send_str(fd, "GET /first HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_non_null(strstr(read_answer(fd, &closed), "GET /first 0 0\n"));
+        send_str(fd, "GET /z HTTP/2.0\r\nHost: h\r\n\r\n");
+        got = read_some(fd, 4096, &closed);
+        assert_memory_equal(got, "HTTP/1.1 505 ", 13);
+        assert_true(closed);
+        close(fd);
         /* A head past the limit. */
         {
                 char *big = malloc(TSR_HTTP_HEAD_MAX + 64);
