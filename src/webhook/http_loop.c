@@ -1,8 +1,8 @@
 /*
  * http_loop.c - see http_loop.h. Each worker owns an epoll set holding every listening socket
- * (EPOLLEXCLUSIVE), its eventfd (the stop signal) and the connections it accepted; a connection
- * runs as a small state machine (handshake, read, write) driven until it would block, and waits
- * level-triggered for the one direction it needs.
+ * (EPOLLEXCLUSIVE), its eventfd (stop, or connections handed to it) and its connections; a
+ * connection runs as a small state machine (handshake, read, write) driven until it would block,
+ * and waits level-triggered for the one direction it needs.
  *
  * Invariants: a connection's receive buffer holds bytes not yet framed (a head, the start of a
  * body, a pipelined request); body bytes are handed to the owner and dropped from it as they are
@@ -48,14 +48,27 @@ struct source {
 
 enum phase { PH_HANDSHAKE, PH_READ, PH_WRITE };
 
+/* A connection accepted by one worker for another to open (accept_some balances the workers). */
+struct handoff {
+        struct handoff *next;
+        int fd;
+        size_t li;
+        struct sockaddr_storage addr;
+};
+
 struct worker {
         struct tsr_http_loop *loop;
         pthread_t thread;
         bool started;
         int epfd;
-        int wake_fd;
+        int wake_fd; /* written by tsr_http_loop_stop and by a worker that hands a connection over
+                      */
         struct source wake;
         struct tsr_http_conn *conns; /* every connection this worker owns */
+        /* Connections it owns or was handed and has not opened yet: what balancing compares. */
+        atomic_uint load;
+        pthread_mutex_t handoff_mu;
+        struct handoff *handoff_head, *handoff_tail; /* under handoff_mu */
 };
 
 struct listener {
@@ -135,6 +148,7 @@ static void conn_close(struct tsr_http_conn *c)
                 c->next->prev = c->prev;
         free(c->answer);
         atomic_fetch_sub(&c->l->open, 1);
+        atomic_fetch_sub(&c->w->load, 1);
         free(c);
 }
 
@@ -458,6 +472,7 @@ static void conn_run(struct tsr_http_conn *c)
 
 /* ---- accepting --------------------------------------------------------------------------- */
 
+/* Opens a connection w's load already counts (place() counted it). */
 static void conn_open(struct worker *w, size_t li, int fd, const struct sockaddr *addr)
 {
         struct tsr_http_loop *loop = w->loop;
@@ -469,6 +484,7 @@ static void conn_open(struct worker *w, size_t li, int fd, const struct sockaddr
 
         if (loop->cb.on_open && !state) {
                 close(fd);
+                atomic_fetch_sub(&w->load, 1);
                 return;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -513,6 +529,80 @@ fail:
         if (state && loop->cb.on_close)
                 loop->cb.on_close(l->cfg.ctx, state);
         close(fd);
+        atomic_fetch_sub(&w->load, 1);
+}
+
+/*
+ * The worker with the least load takes a new connection, w on a tie: EPOLLEXCLUSIVE wakes
+ * whichever worker is idle, and it would otherwise keep every connection of a burst (four
+ * clients dialling at once all land on one worker while the other has none). Another worker
+ * is handed the descriptor through its queue and woken by its eventfd; when that cannot be
+ * done (out of memory), w opens it itself.
+ */
+static void place(struct worker *w, size_t li, int fd, const struct sockaddr_storage *addr)
+{
+        struct tsr_http_loop *loop = w->loop;
+        struct worker *t = w;
+        unsigned least = atomic_load(&w->load);
+        struct handoff *h;
+        uint64_t one = 1;
+
+        for (unsigned i = 0; i < loop->n_workers; i++) {
+                unsigned n = atomic_load(&loop->workers[i].load);
+
+                if (n < least) {
+                        least = n;
+                        t = &loop->workers[i];
+                }
+        }
+        h = t == w ? NULL : malloc(sizeof(*h));
+        if (!h) {
+                atomic_fetch_add(&w->load, 1);
+                conn_open(w, li, fd, (const struct sockaddr *)addr);
+                return;
+        }
+        *h = (struct handoff){.fd = fd, .li = li, .addr = *addr};
+        atomic_fetch_add(&t->load, 1);
+        pthread_mutex_lock(&t->handoff_mu);
+        if (t->handoff_tail)
+                t->handoff_tail->next = h;
+        else
+                t->handoff_head = h;
+        t->handoff_tail = h;
+        pthread_mutex_unlock(&t->handoff_mu);
+        if (write(t->wake_fd, &one, sizeof(one)) != sizeof(one))
+                return; /* the counter is full: a wake is already pending */
+}
+
+/* Takes the queue of connections handed to w; NULL when it is empty. */
+static struct handoff *handoff_take(struct worker *w)
+{
+        struct handoff *h;
+
+        pthread_mutex_lock(&w->handoff_mu);
+        h = w->handoff_head;
+        w->handoff_head = w->handoff_tail = NULL;
+        pthread_mutex_unlock(&w->handoff_mu);
+        return h;
+}
+
+/* Opens the connections handed to w (or, stopping, closes them unopened). */
+static void handoff_open(struct worker *w, bool stopping)
+{
+        uint64_t n;
+
+        if (read(w->wake_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+                return;
+        for (struct handoff *h = handoff_take(w), *next; h; h = next) {
+                next = h->next;
+                if (stopping) {
+                        close(h->fd);
+                        atomic_fetch_sub(&w->load, 1);
+                } else {
+                        conn_open(w, h->li, h->fd, (const struct sockaddr *)&h->addr);
+                }
+                free(h);
+        }
 }
 
 static void accept_some(struct worker *w, size_t li)
@@ -546,7 +636,7 @@ static void accept_some(struct worker *w, size_t li)
                         close(fd);
                         continue;
                 }
-                conn_open(w, li, fd, (struct sockaddr *)&ss);
+                place(w, li, fd, &ss);
         }
 }
 
@@ -573,7 +663,9 @@ static void *worker_run(void *arg)
                 for (int i = 0; i < n; i++) {
                         struct source *src = events[i].data.ptr;
 
-                        if (src && src->kind == SRC_LISTEN)
+                        if (src && src->kind == SRC_WAKE)
+                                handoff_open(w, atomic_load(&w->loop->stopping));
+                        else if (src && src->kind == SRC_LISTEN)
                                 accept_some(w, src->index);
                 }
         }
@@ -600,11 +692,19 @@ void tsr_http_loop_stop(struct tsr_http_loop *l)
                 if (l->workers[i].wake_fd >= 0 && write(l->workers[i].wake_fd, &one, 8) != 8)
                         continue;
         }
+        /* Every worker is joined before any eventfd closes: a running one may still hand over. */
+        for (unsigned i = 0; i < l->n_workers; i++)
+                if (l->workers[i].started)
+                        pthread_join(l->workers[i].thread, NULL);
         for (unsigned i = 0; i < l->n_workers; i++) {
                 struct worker *w = &l->workers[i];
 
-                if (w->started)
-                        pthread_join(w->thread, NULL);
+                for (struct handoff *h = handoff_take(w), *next; h; h = next) {
+                        next = h->next;
+                        close(h->fd);
+                        free(h);
+                }
+                pthread_mutex_destroy(&w->handoff_mu);
                 if (w->epfd >= 0)
                         close(w->epfd);
                 if (w->wake_fd >= 0)
@@ -680,6 +780,8 @@ int tsr_http_loop_start(const struct tsr_http_loop_config *cfg, struct tsr_http_
         }
         for (unsigned i = 0; i < threads; i++) {
                 l->workers[i].epfd = l->workers[i].wake_fd = -1;
+                atomic_init(&l->workers[i].load, 0);
+                pthread_mutex_init(&l->workers[i].handoff_mu, NULL);
                 l->n_workers++;
                 if (worker_init(l, &l->workers[i])) {
                         tsr_http_loop_stop(l);

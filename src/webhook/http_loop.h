@@ -31,7 +31,9 @@
  * fails is reported through on_error (rate limiting is the owner's) and the connection closed.
  *
  * Invariants: a connection belongs to one worker for its life and is touched only by it; the
- * listening sockets are shared (EPOLLEXCLUSIVE wakes one worker per connection queued).
+ * listening sockets are shared (EPOLLEXCLUSIVE wakes one worker per connection queued), and the
+ * worker that accepts a connection hands it to the worker with the fewest connections (itself
+ * on a tie), so a burst of clients is spread over the workers whichever one was awake.
  * Ownership: tsr_http_loop_start copies the config; the callbacks' ctx is borrowed.
  * Thread-safety: tsr_http_loop_open_connections may be called from any thread.
  */

@@ -7,8 +7,8 @@
  * HEAD without a body; HTTP/1.0 and Connection: close closing after the answer; heads the parser
  * refuses answered with their status and closed; an answer given at the head closing without
  * reading the body; a body the owner refuses closing unanswered; and, after the loop stops, one
- * on_done for every on_head and one on_close for every on_open. Two workers, so that the suite's
- * ThreadSanitizer pass sees them.
+ * on_done for every on_head and one on_close for every on_open; four connections dialled in turn
+ * spread two to each worker. Two workers, so that the suite's ThreadSanitizer pass sees them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -91,6 +91,10 @@ static bool on_body(void *ctx, struct tsr_http_conn *c, const char *data, size_t
         return true;
 }
 
+/* A number per worker thread, given on its first answer: which worker answered /worker. */
+static atomic_int workers_seen;
+static _Thread_local int worker_number;
+
 static void on_complete(void *ctx, struct tsr_http_conn *c, const struct tsr_http_request *r,
                         void *req_state)
 {
@@ -100,7 +104,12 @@ static void on_complete(void *ctx, struct tsr_http_conn *c, const struct tsr_htt
 
         (void)ctx;
         assert_non_null(text);
-        snprintf(text, cap, "%s %s %zu %lu\n", r->method, q->path, q->body, q->sum);
+        if (!worker_number)
+                worker_number = atomic_fetch_add(&workers_seen, 1) + 1;
+        if (!strcmp(q->path, "/worker"))
+                snprintf(text, cap, "worker %d\n", worker_number);
+        else
+                snprintf(text, cap, "%s %s %zu %lu\n", r->method, q->path, q->body, q->sum);
         tsr_http_respond(c, 200, text, "text/plain", !strcmp(q->path, "/allow") ? "GET" : NULL,
                          false);
 }
@@ -381,6 +390,38 @@ static void test_http_loop__closing(void **state)
         close(fd);
 }
 
+/*
+ * Four connections dialled one after another while the workers are idle are spread two and two:
+ * EPOLLEXCLUSIVE alone wakes the same idle worker for each of them.
+ */
+static void test_http_loop__connections_spread(void **state)
+{
+        int fd[4], per_worker[8] = {0};
+        bool closed;
+
+        (void)state;
+        for (int i = 0; i < 200 && atomic_load(&counts.opened) != atomic_load(&counts.closed); i++)
+                pause_us(10 * 1000); /* the earlier tests' connections close first */
+        assert_int_equal(atomic_load(&counts.opened), atomic_load(&counts.closed));
+        for (int i = 0; i < 4; i++) {
+                const char *answer, *tag;
+                int n;
+
+                fd[i] = dial();
+                send_str(fd[i], "GET /worker HTTP/1.1\r\nHost: h\r\n\r\n");
+                answer = read_answer(fd[i], &closed);
+                tag = strstr(answer, "\r\n\r\nworker ");
+                assert_non_null(tag);
+                n = atoi(tag + 11);
+                assert_true(n >= 1 && n < 8);
+                per_worker[n]++;
+        }
+        for (int n = 1; n < 8; n++)
+                assert_true(per_worker[n] == 0 || per_worker[n] == 2);
+        for (int i = 0; i < 4; i++)
+                close(fd[i]);
+}
+
 static int teardown(void **state)
 {
         int fd = dial(); /* left open: the stop closes it */
@@ -403,6 +444,7 @@ int main(void)
             cmocka_unit_test(test_http_loop__pipelined_and_chunked),
             cmocka_unit_test(test_http_loop__continue_head_and_allow),
             cmocka_unit_test(test_http_loop__closing),
+            cmocka_unit_test(test_http_loop__connections_spread),
         };
 
         return cmocka_run_group_tests(tests, setup, teardown);
