@@ -6,7 +6,9 @@
  * two routes:
  *   fold   the real route of the Pod fold (/mutate-gpustack-worker-core-v1-pod,
  *          tsr_webhook_pod_mutate) over an in-memory InstanceType, read the way the watch cache
- *          reads it (a read lock, a label scan, a tsr_json_copy per review, as the cache);
+ *          reads it (a read lock and a label scan per review for its revision, and, when the
+ *          revision is not one this worker read before, a tsr_json_copy, as the cache;
+ *          --no-revision-lookup copies on every review);
  *   fixed  /bench-fixed-response on the same server, whose handler ignores the object and allows
  *          without a patch. The review is still decoded and the response encoded by dispatch.h,
  *          so the ratio fold/fixed isolates what the fold itself costs on top of HTTP, TLS and the
@@ -34,6 +36,7 @@
 #include "base/err.h"
 #include "codec/json_arena.h"
 #include "codec/json_tree.h"
+#include "codec/object_revision.h"
 #include "codec/admission_review.h"
 #include "webhook/dispatch.h"
 #include "webhook/handler.h"
@@ -118,11 +121,12 @@ static json_t *instancetype_new(const char *name, const char *entrance, const ch
         char memory[32];
 
         snprintf(memory, sizeof(memory), "%lldMi", (long long)memory_mib);
-        return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:s}, s:{s:{s:s, s:{s:{s:o}}}}}",
-                         "apiVersion", "worker.gpustack.ai/v1alpha1", "kind", "InstanceType",
-                         "metadata", "name", name, "labels", ENTRANCE, entrance, "spec",
-                         "acceleratorGroup", group, "status", "detail", "memory", memory,
-                         "slicedDetail", "physical", "profiles", profiles);
+        return json_pack(
+            "{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s}, s:{s:{s:s, s:{s:{s:o}}}}}",
+            "apiVersion", "worker.gpustack.ai/v1alpha1", "kind", "InstanceType", "metadata", "name",
+            name, "uid", name, "resourceVersion", "1", "labels", ENTRANCE, entrance, "spec",
+            "acceleratorGroup", group, "status", "detail", "memory", memory, "slicedDetail",
+            "physical", "profiles", profiles);
 }
 
 static int fixture_init(struct fixture *f)
@@ -179,11 +183,39 @@ static json_t *instancetype_by_entrance(void *ctx, const char *lq, size_t *match
         return found;
 }
 
+/* --no-revision-lookup: the fold copies and reads the InstanceType on every review. */
+static bool no_revision_lookup;
+
+/* The cache's revision lookup: the same scan, no copy (kube/cache.h). */
+static bool instancetype_revision_by_entrance(void *ctx, const char *lq, char *rev, size_t len)
+{
+        struct fixture *f = ctx;
+        json_t *found = NULL, *obj;
+        const char *key;
+        size_t n = 0;
+        bool ok;
+
+        pthread_rwlock_rdlock(&f->lock);
+        json_object_foreach(f->instancetypes, key, obj)
+        {
+                const char *v = json_string_value(json_object_get(
+                    json_object_get(json_object_get(obj, "metadata"), "labels"), ENTRANCE));
+
+                if (v && lq && !strcmp(v, lq) && n++ == 0)
+                        found = obj;
+        }
+        ok = n == 1 && tsr_object_revision(found, rev, len);
+        pthread_rwlock_unlock(&f->lock);
+        return ok;
+}
+
 static void fill_lookup(void *ctx, struct tsr_webhook_lookup *lookup)
 {
         tsr_webhook_lookup_init(lookup);
         lookup->ctx = ctx;
         lookup->instancetype_by_entrance = instancetype_by_entrance;
+        if (!no_revision_lookup)
+                lookup->instancetype_revision_by_entrance = instancetype_revision_by_entrance;
 }
 
 static bool always_ready(void *ctx, char *why, size_t why_len)
@@ -647,6 +679,7 @@ struct options {
         unsigned nginx_port; /* 0: no nginx to compare with */
         unsigned threads;
         bool no_json_arena;
+        bool no_revision_lookup;
         double seconds, warmup;
         unsigned rounds;
         unsigned conc[CONC_MAX];
@@ -670,6 +703,8 @@ static void usage(FILE *f)
                 "  --nginx-port P      also drive the fixed response nginx serves on\n"
                 "                      127.0.0.1:P (bench/run.sh --nginx starts one)\n"
                 "  --no-json-arena     jansson on malloc and free, not the per-review arena\n"
+                "  --no-revision-lookup  copy and read the InstanceType on every review, as a\n"
+                "                      lookup without the cache's revision lookup does\n"
                 "bench/run.sh makes the certificates and runs this.\n");
 }
 
@@ -719,7 +754,8 @@ static int parse_options(int argc, char **argv, struct options *o)
                 OPT_ROUNDS,
                 OPT_CONC,
                 OPT_NGINX,
-                OPT_NO_ARENA
+                OPT_NO_ARENA,
+                OPT_NO_REVISION
         };
         static const struct option longs[] = {
             {"cert", required_argument, NULL, OPT_CERT},
@@ -732,6 +768,7 @@ static int parse_options(int argc, char **argv, struct options *o)
             {"concurrency", required_argument, NULL, OPT_CONC},
             {"nginx-port", required_argument, NULL, OPT_NGINX},
             {"no-json-arena", no_argument, NULL, OPT_NO_ARENA},
+            {"no-revision-lookup", no_argument, NULL, OPT_NO_REVISION},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
         };
@@ -810,6 +847,9 @@ static int parse_options(int argc, char **argv, struct options *o)
                 case OPT_NO_ARENA:
                         o->no_json_arena = true;
                         break;
+                case OPT_NO_REVISION:
+                        o->no_revision_lookup = true;
+                        break;
                 case 'h':
                         usage(stdout);
                         exit(0);
@@ -871,6 +911,7 @@ int main(int argc, char **argv)
 
         if (parse_options(argc, argv, &o))
                 return 2;
+        no_revision_lookup = o.no_revision_lookup;
         if (!o.no_json_arena)
                 tsr_json_arena_install(); /* before the server's threads, as tessera webhook */
         signal(SIGPIPE, SIG_IGN);
@@ -900,8 +941,9 @@ int main(int argc, char **argv)
                sysconf(_SC_NPROCESSORS_ONLN), model, bench_load_average());
         printf("server:     127.0.0.1:%u, %u worker threads: fold (%s) at " FOLD_PATH
                ", the fixed response at " FIXED_PATH "; clients in the same process; "
-               "reviews under a JSON arena: %s\n",
-               port, o.threads, fold_route->name, o.no_json_arena ? "no" : "yes");
+               "reviews under a JSON arena: %s; InstanceType read per review: %s\n",
+               port, o.threads, fold_route->name, o.no_json_arena ? "no" : "yes",
+               o.no_revision_lookup ? "yes" : "no (kept while its revision holds)");
         describe_tls(cred, port);
         if (verify(cred, port, "fold", req, req_len, true, &fold_bytes) ||
             verify(cred, port, "fixed", req_fixed, fixed_len, false, &fixed_bytes) ||

@@ -386,8 +386,14 @@ int tsr_request_evaluate(const struct tsr_pod_req *pod, const struct tsr_fold_po
         if (pod->n > TSR_CONTAINERS_MAX)
                 return tsr_diag_set(diag, TSR_EINVAL, "the Pod has more than %d containers",
                                     TSR_CONTAINERS_MAX);
-        memset(v, 0, sizeof(*v));
+        /* The header only: errors and edits are read up to their counts, never past them. */
+        v->family = TSR_FAMILY_NONE;
         v->container = -1;
+        v->profile = NULL;
+        v->units = 0;
+        v->awaits_memory = false;
+        v->n_errors = 0;
+        v->n_edits = 0;
 
         /* 1. classify; 2. Pod-wide rules. */
         for (size_t i = 0; i < pod->n; i++) {

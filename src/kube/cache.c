@@ -48,6 +48,7 @@
 #include "base/log_limit.h"
 #include "base/timespec.h"
 #include "codec/json_tree.h"
+#include "codec/object_revision.h"
 #include "core/settings.h"
 #include "kube/client.h"
 
@@ -1008,30 +1009,55 @@ const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r)
         return (unsigned)r < TSR_KUBE_CACHE_N_RESOURCES ? resources[r].name : "";
 }
 
-json_t *tsr_kube_cache_instancetype_by_entrance(struct tsr_kube_cache *c, const char *lq,
-                                                size_t *matches)
+/* The first InstanceType labelled as lq's entrance (c->lock held), how many are in *n. */
+static json_t *entrance_scan(struct tsr_kube_cache *c, const char *lq, size_t *n)
 {
         json_t *found = NULL, *obj;
         const char *key;
+
+        *n = 0;
+        json_object_foreach(c->w[TSR_KUBE_CACHE_INSTANCETYPES].objects, key, obj)
+        {
+                json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+                const char *v = json_string_value(json_object_get(labels, ENTRANCE_LABEL));
+
+                if (v && !strcmp(v, lq) && (*n)++ == 0)
+                        found = obj;
+        }
+        return found;
+}
+
+json_t *tsr_kube_cache_instancetype_by_entrance(struct tsr_kube_cache *c, const char *lq,
+                                                size_t *matches)
+{
+        json_t *found = NULL;
         size_t n = 0;
 
         if (lq) {
                 pthread_rwlock_rdlock(&c->lock);
-                json_object_foreach(c->w[TSR_KUBE_CACHE_INSTANCETYPES].objects, key, obj)
-                {
-                        json_t *labels =
-                            json_object_get(json_object_get(obj, "metadata"), "labels");
-                        const char *v = json_string_value(json_object_get(labels, ENTRANCE_LABEL));
-
-                        if (v && !strcmp(v, lq) && n++ == 0)
-                                found = obj;
-                }
+                found = entrance_scan(c, lq, &n);
                 found = n == 1 ? tsr_json_copy(found) : NULL;
                 pthread_rwlock_unlock(&c->lock);
         }
         if (matches)
                 *matches = n;
         return found;
+}
+
+bool tsr_kube_cache_instancetype_revision_by_entrance(struct tsr_kube_cache *c, const char *lq,
+                                                      char *rev, size_t len)
+{
+        json_t *found;
+        bool ok;
+        size_t n = 0;
+
+        if (!lq)
+                return false;
+        pthread_rwlock_rdlock(&c->lock);
+        found = entrance_scan(c, lq, &n);
+        ok = n == 1 && tsr_object_revision(found, rev, len);
+        pthread_rwlock_unlock(&c->lock);
+        return ok;
 }
 
 /*

@@ -88,6 +88,13 @@ json_t *tsr_kube_cache_instancetype(struct tsr_kube_cache *c, const char *name);
 json_t *tsr_kube_cache_instancetype_by_entrance(struct tsr_kube_cache *c, const char *lq,
                                                 size_t *matches);
 
+/*
+ * The revision (codec/object_revision.h) of that one InstanceType into rev (len bytes), without
+ * copying it: true when exactly one carries the label and its revision fits.
+ */
+bool tsr_kube_cache_instancetype_revision_by_entrance(struct tsr_kube_cache *c, const char *lq,
+                                                      char *rev, size_t len);
+
 /* The LocalQueue ns/name, or NULL. */
 json_t *tsr_kube_cache_localqueue(struct tsr_kube_cache *c, const char *ns, const char *name);
 

@@ -33,6 +33,11 @@ static json_t *instancetype_by_entrance(void *ctx, const char *lq, size_t *match
         return tsr_kube_cache_instancetype_by_entrance(ctx, lq, matches);
 }
 
+static bool instancetype_revision_by_entrance(void *ctx, const char *lq, char *rev, size_t len)
+{
+        return tsr_kube_cache_instancetype_revision_by_entrance(ctx, lq, rev, len);
+}
+
 static json_t *localqueue(void *ctx, const char *ns, const char *name)
 {
         return tsr_kube_cache_localqueue(ctx, ns, name);
@@ -66,6 +71,7 @@ void tsr_cache_lookup_fill(void *ctx, struct tsr_webhook_lookup *lookup)
         lookup->ctx = l->cache;
         lookup->instancetype = instancetype;
         lookup->instancetype_by_entrance = instancetype_by_entrance;
+        lookup->instancetype_revision_by_entrance = instancetype_revision_by_entrance;
         lookup->localqueue = localqueue;
         lookup->clusterqueue = clusterqueue;
         lookup->kvcache_binding = kvcache_binding;

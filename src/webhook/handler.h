@@ -36,6 +36,13 @@ struct tsr_webhook_lookup {
         json_t *(*instancetype)(void *ctx, const char *name);
         /* The one InstanceType labelled schedule.gpustack.ai/queue-entrance=lq; *matches counts. */
         json_t *(*instancetype_by_entrance)(void *ctx, const char *lq, size_t *matches);
+        /*
+         * Optional: the revision ("uid/resourceVersion") of that one InstanceType into rev (len
+         * bytes), without copying it; false when there is not exactly one, or it has no uid or
+         * resourceVersion, or they do not fit. Lets the Pod webhook reuse what it read of an
+         * unchanged InstanceType (pod.c); NULL: it reads the object on every review.
+         */
+        bool (*instancetype_revision_by_entrance)(void *ctx, const char *lq, char *rev, size_t len);
         json_t *(*localqueue)(void *ctx, const char *ns, const char *name);
         json_t *(*clusterqueue)(void *ctx, const char *name);
         /* worker.gpustack.ai/v1alpha1 KVCachePoolBinding (namespaced), KVCachePool, KVCacheBackend

@@ -17,6 +17,9 @@
  * upstream's retryable answer (503 "... not ready yet; retry"), as does a partition whose offered
  * profiles or whose profile's memoryMib are not there yet. A memory that is there but is not a
  * positive whole number of MiB makes a folding Pod's review fail (400) with the reader's message.
+ *
+ * What is read of an InstanceType is kept per thread while its revision holds, when the lookup
+ * offers revisions (the memo below): a pure function of the object, so the answers are the same.
  */
 #include "webhook/pod.h"
 
@@ -24,6 +27,7 @@
 #include "base/err.h"
 #include "codec/affinity.h"
 #include "codec/json_tree.h"
+#include "codec/object_revision.h"
 #include "codec/pod_spec.h"
 #include "core/catalog.h"
 #include "core/keys.h"
@@ -101,6 +105,69 @@ static int read_source(json_t *it, struct fold_source *s, struct tsr_diag *diag)
         return 0;
 }
 
+/*
+ * The fold sources this thread read last, each with the revision of the InstanceType it was read
+ * from (codec/object_revision.h): a review whose InstanceType has the revision of one of them uses
+ * it instead of copying the object and reading it again. Every change to an object moves its
+ * resourceVersion, and a deleted and recreated one has a new uid, so a memo is never stale; it is
+ * keyed by the revision of the copy it was read from, never by one read before the copy. The
+ * strings the source borrows from its object (the manufacturer, the profile names) are copied in;
+ * a source whose strings do not fit is not kept. Thread-local: no locking, nothing shared.
+ */
+#define MEMO_SLOTS        4
+#define MEMO_NAME_MAX     32
+#define MEMO_REVISION_MAX 160
+
+struct source_memo {
+        char revision[MEMO_REVISION_MAX]; /* "" while the slot is empty */
+        struct fold_source source;        /* its strings point into the two below */
+        char manufacturer[MEMO_NAME_MAX];
+        char names[TSR_MIG_PROFILES_MAX][MEMO_NAME_MAX];
+};
+
+static _Thread_local struct source_memo memo[MEMO_SLOTS];
+static _Thread_local unsigned memo_next; /* the slot the next kept source takes */
+
+/* Points the source's own pointers at itself after a copy (pool.profiles into its detail). */
+static void source_fix(struct fold_source *s)
+{
+        s->pool.profiles = s->detail.profiles;
+}
+
+static const struct fold_source *memo_find(const char *revision)
+{
+        for (unsigned i = 0; i < MEMO_SLOTS; i++)
+                if (memo[i].revision[0] && !strcmp(memo[i].revision, revision))
+                        return &memo[i].source;
+        return NULL;
+}
+
+/* Keeps s, read from InstanceType it, unless its strings do not fit a slot. */
+static void memo_keep(json_t *it, const struct fold_source *s)
+{
+        struct source_memo *m = &memo[memo_next];
+        const char *mfr = s->detail.manufacturer ? s->detail.manufacturer : "";
+
+        if (strlen(mfr) >= MEMO_NAME_MAX)
+                return;
+        for (size_t i = 0; i < s->detail.n_profiles; i++)
+                if (strlen(s->detail.profiles[i].name) >= MEMO_NAME_MAX)
+                        return;
+        if (!tsr_object_revision(it, m->revision, sizeof(m->revision))) {
+                m->revision[0] = '\0';
+                return;
+        }
+        m->source = *s;
+        source_fix(&m->source);
+        strcpy(m->manufacturer, mfr);
+        m->source.detail.manufacturer = m->manufacturer;
+        for (size_t i = 0; i < s->detail.n_profiles; i++) {
+                strcpy(m->names[i], s->detail.profiles[i].name);
+                m->source.detail.profiles[i].name = m->names[i];
+        }
+        memo_next = (memo_next + 1) % MEMO_SLOTS;
+}
+
 /* The first accelerator key any container names, or NULL. */
 static const char *first_accelerator_key(const struct tsr_pod_req *req)
 {
@@ -176,12 +243,19 @@ static int gate1_judge(const struct tsr_webhook_lookup *lookup, const struct tsr
                        struct tsr_diag *diag)
 {
         const struct tsr_profile_figure *offered;
+        const struct fold_source *kept;
         const char *queue, *key;
+        char revision[MEMO_REVISION_MAX];
         size_t matches = 0;
         int rc;
 
         *skip = true;
-        memset(g, 0, sizeof(*g));
+        /* Not the verdict's 10 KB of rules: tsr_request_evaluate sets them before any reading. */
+        g->spec = NULL;
+        g->instancetype = NULL;
+        memset(&g->source, 0, sizeof(g->source));
+        g->rules.n_errors = 0;
+        g->rules.n_edits = 0;
         if (strcmp(review->operation, "CREATE") || !review->object ||
             !(queue = queue_of(review->object)))
                 return 0;
@@ -199,17 +273,28 @@ static int gate1_judge(const struct tsr_webhook_lookup *lookup, const struct tsr
         }
         if (rc)
                 return rc;
-        g->instancetype = lookup->instancetype_by_entrance(lookup->ctx, queue, &matches);
-        if (matches != 1) {
-                tsr_verdict_deny(verdict, 403, "Forbidden",
-                                 "%zu InstanceTypes carry schedule.gpustack.ai/queue-entrance=%s; "
-                                 "a Pod on this queue cannot be sized without exactly one",
-                                 matches, queue);
-                return 0;
+        if (lookup->instancetype_revision_by_entrance &&
+            lookup->instancetype_revision_by_entrance(lookup->ctx, queue, revision,
+                                                      sizeof(revision)) &&
+            (kept = memo_find(revision))) {
+                g->source = *kept;
+                source_fix(&g->source);
+        } else {
+                g->instancetype = lookup->instancetype_by_entrance(lookup->ctx, queue, &matches);
+                if (matches != 1) {
+                        tsr_verdict_deny(
+                            verdict, 403, "Forbidden",
+                            "%zu InstanceTypes carry schedule.gpustack.ai/queue-entrance=%s; "
+                            "a Pod on this queue cannot be sized without exactly one",
+                            matches, queue);
+                        return 0;
+                }
+                rc = read_source(g->instancetype, &g->source, diag);
+                if (rc)
+                        return rc;
+                if (lookup->instancetype_revision_by_entrance)
+                        memo_keep(g->instancetype, &g->source);
         }
-        rc = read_source(g->instancetype, &g->source, diag);
-        if (rc)
-                return rc;
         if (!g->source.accel_key[0]) {
                 key = first_accelerator_key(&g->spec->req);
                 if (key)

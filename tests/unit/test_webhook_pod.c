@@ -14,7 +14,9 @@
  * review fails with TSR_EPARSE and a message naming the field and the value, while a Pod that
  * needs no memory is still admitted. And a Pod past what gate 1 sizes (33 containers, or 33
  * resources in one list) is denied by both halves in the API server's own "Too many" wording
- * instead of failing the review (an HTTP 500 before), while 32 of each are still judged.
+ * instead of failing the review (an HTTP 500 before), while 32 of each are still judged. Last,
+ * with the cache's revision lookup, the fold source kept per revision answers every review as
+ * reading the object afresh does, and an unchanged revision copies nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +26,7 @@
 
 #include "base/diag.h"
 #include "base/err.h"
+#include "codec/object_revision.h"
 #include "webhook/pod.h"
 
 #include "support/json_text.h"
@@ -71,12 +74,20 @@ static const char not_ready[] = IT(SPEC, MFR SLICED_DETAIL);
 static const char bare[] = "{\"metadata\":{\"name\":\"h100\"}," SPEC "}";
 
 static json_t *current; /* the one InstanceType the lookup finds */
+static int copies;      /* by_entrance calls: each one a copy the cache would make */
 
 static json_t *by_entrance(void *ctx, const char *lq, size_t *matches)
 {
         (void)ctx;
         *matches = current && !strcmp(lq, "q");
+        copies++;
         return *matches ? json_incref(current) : NULL;
+}
+
+static bool revision_by_entrance(void *ctx, const char *lq, char *rev, size_t len)
+{
+        (void)ctx;
+        return current && !strcmp(lq, "q") && tsr_object_revision(current, rev, len);
 }
 
 static struct tsr_webhook_lookup lookup;
@@ -158,6 +169,94 @@ static int validate(const char *pod, struct tsr_verdict *v, struct tsr_diag *d)
 }
 
 /* ---- the tests ------------------------------------------------------------------------------ */
+
+/* Sets the current InstanceType's uid and resourceVersion. */
+static void stamp(const char *uid, const char *rv)
+{
+        json_t *meta = json_object_get(current, "metadata");
+
+        assert_int_equal(json_object_set_new(meta, "uid", json_string(uid)), 0);
+        assert_int_equal(json_object_set_new(meta, "resourceVersion", json_string(rv)), 0);
+}
+
+/* Both halves' answers to pod, with the lookup as it is now, as one comparable string. */
+static char *answers(const char *pod)
+{
+        static char out[16384];
+        struct tsr_verdict v;
+        struct tsr_diag d;
+        char *patched;
+        int rc = mutate(pod, &v, &d);
+        size_t n;
+
+        patched = v.patched && !rc ? json_fx_dump(v.patched) : NULL;
+        json_decref(rc ? NULL : v.patched);
+        n = (size_t)snprintf(out, sizeof(out), "mutate rc %d allowed %d code %d %s patched %s", rc,
+                             v.allowed, v.code, rc ? d.msg : v.message, patched ? patched : "-");
+        free(patched);
+        assert_true(n < sizeof(out));
+        rc = validate(pod, &v, &d);
+        snprintf(out + n, sizeof(out) - n, "; validate rc %d allowed %d code %d %s", rc, v.allowed,
+                 v.code, rc ? d.msg : v.message);
+        return strdup(out);
+}
+
+/*
+ * With the revision lookup, a fold source read once is reused while the InstanceType's revision
+ * holds, and read again when it moves: every answer equals the one read afresh (no revision
+ * lookup), through a memory computed late, a new memory, a recreated object (new uid, same
+ * resourceVersion) and the first revision seen again; an unchanged revision copies nothing.
+ */
+static void test_pod__kept_source_follows_the_revision(void **state)
+{
+        static const char forty[] = IT(SPEC, MFR "\"memory\":\"40Gi\"," SLICED_DETAIL);
+        const struct {
+                const char *text, *uid, *rv;
+                bool unchanged; /* the revision of the step before */
+        } steps[] = {
+            {shapes[0], "u1", "1", false}, {shapes[0], "u1", "1", true},
+            {not_ready, "u1", "2", false}, {shapes[1], "u1", "3", false},
+            {forty, "u2", "3", false},     {forty, "u2", "3", true},
+            {shapes[0], "u1", "1", false},
+        };
+        static const char *const pods[] = {SLICE_PCT,         SLICE_MIB, PARTITION,
+                                           PARTITION_UNSIZED, EXCLUSIVE, CPU_ONLY};
+        char *first_mib = NULL, *forty_mib = NULL;
+
+        (void)state;
+        for (size_t i = 0; i < N_ELEMS(steps); i++) {
+                use(steps[i].text);
+                stamp(steps[i].uid, steps[i].rv);
+                for (size_t p = 0; p < N_ELEMS(pods); p++) {
+                        char *fresh, *kept;
+                        int before;
+
+                        lookup.instancetype_revision_by_entrance = NULL;
+                        fresh = answers(pods[p]);
+                        lookup.instancetype_revision_by_entrance = revision_by_entrance;
+                        before = copies;
+                        kept = answers(pods[p]);
+                        if (strcmp(fresh, kept))
+                                fail_msg("step %zu, Pod %zu: read afresh\n  %s\nbut kept\n  %s", i,
+                                         p, fresh, kept);
+                        if (steps[i].unchanged)
+                                assert_int_equal(copies, before);
+                        if (pods[p] == pods[1] && i == 0)
+                                first_mib = strdup(kept);
+                        if (pods[p] == pods[1] && i == 4)
+                                forty_mib = strdup(kept);
+                        free(fresh);
+                        free(kept);
+                }
+        }
+        /* The new memory was seen: the same MiB slice folds to other units. */
+        assert_non_null(first_mib);
+        assert_non_null(forty_mib);
+        assert_string_not_equal(first_mib, forty_mib);
+        free(first_mib);
+        free(forty_mib);
+        lookup.instancetype_revision_by_entrance = NULL;
+}
 
 /* Every shape of the memory folds the same Pods to the same patched object. */
 static void test_pod__every_memory_shape_folds_alike(void **state)
@@ -376,6 +475,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_pod__no_memory_yet, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pod__malformed_memory, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pod__too_many, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pod__kept_source_follows_the_revision, setup,
+                                            teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
