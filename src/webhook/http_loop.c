@@ -441,6 +441,15 @@ static void conn_run(struct tsr_http_conn *c)
                         }
                         if (!answer_sent(c))
                                 return;
+                        /*
+                         * One request per turn: the next waits for epoll unless it is already
+                         * read (bytes epoll cannot see), so a client that answers back at once
+                         * cannot keep the worker from its other connections.
+                         */
+                        if (!c->in_len && !(c->tls && gnutls_record_check_pending(c->tls))) {
+                                want(c, EPOLLIN);
+                                return;
+                        }
                         break;
                 }
                 case PH_READ: {
