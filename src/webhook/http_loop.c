@@ -53,7 +53,7 @@ struct handoff {
         struct handoff *next;
         int fd;
         size_t li;
-        struct sockaddr_storage addr;
+        void *state; /* on_open's, given on the accepting worker */
 };
 
 struct worker {
@@ -481,21 +481,18 @@ static void conn_run(struct tsr_http_conn *c)
 
 /* ---- accepting --------------------------------------------------------------------------- */
 
-/* Opens a connection w's load already counts (place() counted it). */
-static void conn_open(struct worker *w, size_t li, int fd, const struct sockaddr *addr)
+/*
+ * Opens a connection on w with the state on_open gave it; w's load already counts it (place()
+ * counted it).
+ */
+static void conn_open(struct worker *w, size_t li, int fd, void *state)
 {
         struct tsr_http_loop *loop = w->loop;
         struct listener *l = &loop->listen[li];
         struct tsr_http_conn *c;
         struct epoll_event ev;
         int one = 1;
-        void *state = loop->cb.on_open ? loop->cb.on_open(l->cfg.ctx, fd, addr) : NULL;
 
-        if (loop->cb.on_open && !state) {
-                close(fd);
-                atomic_fetch_sub(&w->load, 1);
-                return;
-        }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         c = malloc(sizeof(*c));
         if (!c)
@@ -542,19 +539,29 @@ fail:
 }
 
 /*
- * The worker with the least load takes a new connection, w on a tie: EPOLLEXCLUSIVE wakes
- * whichever worker is idle, and it would otherwise keep every connection of a burst (four
- * clients dialling at once all land on one worker while the other has none). Another worker
- * is handed the descriptor through its queue and woken by its eventfd; when that cannot be
- * done (out of memory), w opens it itself.
+ * Gives a new connection its owner state (on_open, here on the accepting worker, so that the
+ * owner counts it before the next accept), then to the worker with the least load, w on a tie:
+ * EPOLLEXCLUSIVE wakes whichever worker is idle, and it would otherwise keep every connection of
+ * a burst (four clients dialling at once all land on one worker while the other has none).
+ * Another worker is handed the connection through its queue and woken by its eventfd; when that
+ * cannot be done (out of memory), w opens it itself.
  */
 static void place(struct worker *w, size_t li, int fd, const struct sockaddr_storage *addr)
 {
         struct tsr_http_loop *loop = w->loop;
+        struct listener *l = &loop->listen[li];
         struct worker *t = w;
         unsigned least = atomic_load(&w->load);
         struct handoff *h;
         uint64_t one = 1;
+        void *state = loop->cb.on_open
+                          ? loop->cb.on_open(l->cfg.ctx, fd, (const struct sockaddr *)addr)
+                          : NULL;
+
+        if (loop->cb.on_open && !state) {
+                close(fd);
+                return;
+        }
 
         for (unsigned i = 0; i < loop->n_workers; i++) {
                 unsigned n = atomic_load(&loop->workers[i].load);
@@ -567,10 +574,10 @@ static void place(struct worker *w, size_t li, int fd, const struct sockaddr_sto
         h = t == w ? NULL : malloc(sizeof(*h));
         if (!h) {
                 atomic_fetch_add(&w->load, 1);
-                conn_open(w, li, fd, (const struct sockaddr *)addr);
+                conn_open(w, li, fd, state);
                 return;
         }
-        *h = (struct handoff){.fd = fd, .li = li, .addr = *addr};
+        *h = (struct handoff){.fd = fd, .li = li, .state = state};
         atomic_fetch_add(&t->load, 1);
         pthread_mutex_lock(&t->handoff_mu);
         if (t->handoff_tail)
@@ -595,6 +602,14 @@ static struct handoff *handoff_take(struct worker *w)
         return h;
 }
 
+/* Closes a handed connection that will not be opened: its owner state first (on_close). */
+static void handoff_drop(struct tsr_http_loop *loop, struct handoff *h)
+{
+        if (h->state && loop->cb.on_close)
+                loop->cb.on_close(loop->listen[h->li].cfg.ctx, h->state);
+        close(h->fd);
+}
+
 /* Opens the connections handed to w (or, stopping, closes them unopened). */
 static void handoff_open(struct worker *w, bool stopping)
 {
@@ -605,10 +620,10 @@ static void handoff_open(struct worker *w, bool stopping)
         for (struct handoff *h = handoff_take(w), *next; h; h = next) {
                 next = h->next;
                 if (stopping) {
-                        close(h->fd);
+                        handoff_drop(w->loop, h);
                         atomic_fetch_sub(&w->load, 1);
                 } else {
-                        conn_open(w, h->li, h->fd, (const struct sockaddr *)&h->addr);
+                        conn_open(w, h->li, h->fd, h->state);
                 }
                 free(h);
         }
@@ -710,7 +725,7 @@ void tsr_http_loop_stop(struct tsr_http_loop *l)
 
                 for (struct handoff *h = handoff_take(w), *next; h; h = next) {
                         next = h->next;
-                        close(h->fd);
+                        handoff_drop(l, h);
                         free(h);
                 }
                 pthread_mutex_destroy(&w->handoff_mu);

@@ -3,7 +3,7 @@
  * each running its own epoll, TLS sessions (GnuTLS, non-blocking) and keep-alive connections.
  * It frames requests (http_request.h) and writes responses; what a request means is its owner's
  * (server.c), reached through the callbacks below, which run on the worker thread that owns the
- * connection.
+ * connection (accept_wait, on_accept and on_open on the one that accepted it).
  *
  * A request's life, per connection, one at a time (a pipelined request waits in the buffer):
  *   on_head      its head is read. The owner may answer at once (tsr_http_respond): the answer
@@ -25,7 +25,8 @@
  *
  * Connections: accept_wait may hold new connections in the listen queue; on_accept decides
  * from the peer address before any TLS work (false: closed);
- * on_open gives a connection its owner state (NULL: closed at once); on_close is called once,
+ * on_open gives a connection its owner state (NULL: closed at once), on the worker that accepted
+ * it, before it is handed to the worker that will own it; on_close is called once,
  * just before the descriptor is closed, so the owner may shut it down from another thread until
  * then (a deadline reaper does: the loop reads the end and closes it). A TLS handshake that
  * fails is reported through on_error (rate limiting is the owner's) and the connection closed.
