@@ -160,22 +160,32 @@ static void fixture_release(struct fixture *f)
         pthread_rwlock_destroy(&f->lock);
 }
 
-static json_t *instancetype_by_entrance(void *ctx, const char *lq, size_t *matches)
+/* The first InstanceType labelled as lq's entrance (f->lock held), how many are in *n. */
+static json_t *entrance_scan(struct fixture *f, const char *lq, size_t *n)
 {
-        struct fixture *f = ctx;
         json_t *found = NULL, *obj;
         const char *key;
-        size_t n = 0;
 
-        pthread_rwlock_rdlock(&f->lock);
+        *n = 0;
         json_object_foreach(f->instancetypes, key, obj)
         {
                 const char *v = json_string_value(json_object_get(
                     json_object_get(json_object_get(obj, "metadata"), "labels"), ENTRANCE));
 
-                if (v && lq && !strcmp(v, lq) && n++ == 0)
+                if (v && lq && !strcmp(v, lq) && (*n)++ == 0)
                         found = obj;
         }
+        return found;
+}
+
+static json_t *instancetype_by_entrance(void *ctx, const char *lq, size_t *matches)
+{
+        struct fixture *f = ctx;
+        json_t *found;
+        size_t n;
+
+        pthread_rwlock_rdlock(&f->lock);
+        found = entrance_scan(f, lq, &n);
         found = n == 1 ? tsr_json_copy(found) : NULL;
         pthread_rwlock_unlock(&f->lock);
         if (matches)
@@ -190,20 +200,12 @@ static bool no_revision_lookup;
 static bool instancetype_revision_by_entrance(void *ctx, const char *lq, char *rev, size_t len)
 {
         struct fixture *f = ctx;
-        json_t *found = NULL, *obj;
-        const char *key;
-        size_t n = 0;
+        json_t *found;
+        size_t n;
         bool ok;
 
         pthread_rwlock_rdlock(&f->lock);
-        json_object_foreach(f->instancetypes, key, obj)
-        {
-                const char *v = json_string_value(json_object_get(
-                    json_object_get(json_object_get(obj, "metadata"), "labels"), ENTRANCE));
-
-                if (v && lq && !strcmp(v, lq) && n++ == 0)
-                        found = obj;
-        }
+        found = entrance_scan(f, lq, &n);
         ok = n == 1 && tsr_object_revision(found, rev, len);
         pthread_rwlock_unlock(&f->lock);
         return ok;
