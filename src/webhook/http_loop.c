@@ -61,8 +61,7 @@ struct worker {
         pthread_t thread;
         bool started;
         int epfd;
-        int wake_fd; /* written by tsr_http_loop_stop and by a worker that hands a connection over
-                      */
+        int wake_fd; /* written by the stop, and by a worker that hands a connection over */
         struct source wake;
         struct tsr_http_conn *conns; /* every connection this worker owns */
         /* Connections it owns or was handed and has not opened yet: what balancing compares. */
