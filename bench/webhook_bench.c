@@ -35,6 +35,7 @@
 #include "base/diag.h"
 #include "base/err.h"
 #include "codec/json_arena.h"
+#include "codec/instancetype_entrance.h"
 #include "codec/json_tree.h"
 #include "codec/object_revision.h"
 #include "codec/admission_review.h"
@@ -160,24 +161,6 @@ static void fixture_release(struct fixture *f)
         pthread_rwlock_destroy(&f->lock);
 }
 
-/* The first InstanceType labelled as lq's entrance (f->lock held), how many are in *n. */
-static json_t *entrance_scan(struct fixture *f, const char *lq, size_t *n)
-{
-        json_t *found = NULL, *obj;
-        const char *key;
-
-        *n = 0;
-        json_object_foreach(f->instancetypes, key, obj)
-        {
-                const char *v = json_string_value(json_object_get(
-                    json_object_get(json_object_get(obj, "metadata"), "labels"), ENTRANCE));
-
-                if (v && lq && !strcmp(v, lq) && (*n)++ == 0)
-                        found = obj;
-        }
-        return found;
-}
-
 static json_t *instancetype_by_entrance(void *ctx, const char *lq, size_t *matches)
 {
         struct fixture *f = ctx;
@@ -185,7 +168,7 @@ static json_t *instancetype_by_entrance(void *ctx, const char *lq, size_t *match
         size_t n;
 
         pthread_rwlock_rdlock(&f->lock);
-        found = entrance_scan(f, lq, &n);
+        found = tsr_instancetype_entrance_scan(f->instancetypes, lq, &n);
         found = n == 1 ? tsr_json_copy(found) : NULL;
         pthread_rwlock_unlock(&f->lock);
         if (matches)
@@ -205,7 +188,7 @@ static bool instancetype_revision_by_entrance(void *ctx, const char *lq, char *r
         bool ok;
 
         pthread_rwlock_rdlock(&f->lock);
-        found = entrance_scan(f, lq, &n);
+        found = tsr_instancetype_entrance_scan(f->instancetypes, lq, &n);
         ok = n == 1 && tsr_object_revision(found, rev, len);
         pthread_rwlock_unlock(&f->lock);
         return ok;

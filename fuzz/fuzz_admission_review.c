@@ -31,6 +31,7 @@
  */
 #include "base/diag.h"
 #include "codec/admission_review.h"
+#include "codec/instancetype_entrance.h"
 #include "codec/json_arena.h"
 #include "codec/json_patch.h"
 #include "webhook/dispatch.h"
@@ -175,19 +176,11 @@ static json_t *read_instancetype(void *ctx, const char *name)
 
 static json_t *read_by_entrance(void *ctx, const char *lq, size_t *matches)
 {
-        json_t *found = NULL, *it;
-        const char *key;
-        size_t n = 0;
+        size_t n;
+        json_t *found =
+            tsr_instancetype_entrance_scan(json_object_get(fixture, "instancetypes"), lq, &n);
 
         (void)ctx;
-        json_object_foreach(json_object_get(fixture, "instancetypes"), key, it)
-        {
-                const char *v = json_string_value(json_object_get(
-                    json_object_get(json_object_get(it, "metadata"), "labels"), ENTRANCE));
-
-                if (lq && v && !strcmp(v, lq) && n++ == 0)
-                        found = it;
-        }
         *matches = n;
         return n == 1 ? json_incref(found) : NULL;
 }

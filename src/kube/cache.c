@@ -47,6 +47,7 @@
 #include "base/log.h"
 #include "base/log_limit.h"
 #include "base/timespec.h"
+#include "codec/instancetype_entrance.h"
 #include "codec/json_tree.h"
 #include "codec/object_revision.h"
 #include "core/settings.h"
@@ -69,7 +70,6 @@
 #define SHORT_WATCH_MS             1000 /* a clean end sooner than this without events is a failure */
 #define LOG_EVERY_MS               10000
 #define KEY_MAX                    512
-#define ENTRANCE_LABEL             "schedule.gpustack.ai/queue-entrance"
 
 #define PATH_MAX_LEN               256
 #define DEFAULT_SETTINGS_NAMESPACE "gpustack-system"
@@ -1009,36 +1009,16 @@ const char *tsr_kube_cache_resource_name(enum tsr_kube_cache_resource r)
         return (unsigned)r < TSR_KUBE_CACHE_N_RESOURCES ? resources[r].name : "";
 }
 
-/* The first InstanceType labelled as lq's entrance (c->lock held), how many are in *n. */
-static json_t *entrance_scan(struct tsr_kube_cache *c, const char *lq, size_t *n)
-{
-        json_t *found = NULL, *obj;
-        const char *key;
-
-        *n = 0;
-        json_object_foreach(c->w[TSR_KUBE_CACHE_INSTANCETYPES].objects, key, obj)
-        {
-                json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
-                const char *v = json_string_value(json_object_get(labels, ENTRANCE_LABEL));
-
-                if (v && !strcmp(v, lq) && (*n)++ == 0)
-                        found = obj;
-        }
-        return found;
-}
-
 json_t *tsr_kube_cache_instancetype_by_entrance(struct tsr_kube_cache *c, const char *lq,
                                                 size_t *matches)
 {
-        json_t *found = NULL;
-        size_t n = 0;
+        json_t *found;
+        size_t n;
 
-        if (lq) {
-                pthread_rwlock_rdlock(&c->lock);
-                found = entrance_scan(c, lq, &n);
-                found = n == 1 ? tsr_json_copy(found) : NULL;
-                pthread_rwlock_unlock(&c->lock);
-        }
+        pthread_rwlock_rdlock(&c->lock);
+        found = tsr_instancetype_entrance_scan(c->w[TSR_KUBE_CACHE_INSTANCETYPES].objects, lq, &n);
+        found = n == 1 ? tsr_json_copy(found) : NULL;
+        pthread_rwlock_unlock(&c->lock);
         if (matches)
                 *matches = n;
         return found;
@@ -1049,12 +1029,10 @@ bool tsr_kube_cache_instancetype_revision_by_entrance(struct tsr_kube_cache *c, 
 {
         json_t *found;
         bool ok;
-        size_t n = 0;
+        size_t n;
 
-        if (!lq)
-                return false;
         pthread_rwlock_rdlock(&c->lock);
-        found = entrance_scan(c, lq, &n);
+        found = tsr_instancetype_entrance_scan(c->w[TSR_KUBE_CACHE_INSTANCETYPES].objects, lq, &n);
         ok = n == 1 && tsr_object_revision(found, rev, len);
         pthread_rwlock_unlock(&c->lock);
         return ok;
