@@ -147,16 +147,14 @@ static void memo_keep(json_t *it, const struct fold_source *s)
 {
         struct source_memo *m = &memo[memo_next];
         const char *mfr = s->detail.manufacturer ? s->detail.manufacturer : "";
+        char revision[MEMO_REVISION_MAX];
 
-        if (strlen(mfr) >= MEMO_NAME_MAX)
+        if (strlen(mfr) >= MEMO_NAME_MAX || !tsr_object_revision(it, revision, sizeof(revision)))
                 return;
         for (size_t i = 0; i < s->detail.n_profiles; i++)
                 if (strlen(s->detail.profiles[i].name) >= MEMO_NAME_MAX)
                         return;
-        if (!tsr_object_revision(it, m->revision, sizeof(m->revision))) {
-                m->revision[0] = '\0';
-                return;
-        }
+        strcpy(m->revision, revision);
         m->source = *s;
         source_fix(&m->source);
         strcpy(m->manufacturer, mfr);
